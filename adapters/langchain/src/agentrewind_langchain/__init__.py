@@ -1,0 +1,1 @@
+"""agentrewind adapter (work in progress)."""

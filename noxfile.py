@@ -1,0 +1,73 @@
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, bench.
+
+Each session syncs its own environment from the committed uv.lock with only the extras it
+tests, so the core is proven to work with no LLM framework installed and each adapter with
+only its own framework.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "core"]
+
+
+def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)) -> None:
+    """Install the locked workspace into the session's virtualenv."""
+    args = ["uv", "sync", "--frozen", "--no-default-groups", "--inexact"]
+    args += [f"--extra={e}" for e in extras]
+    args += [f"--group={g}" for g in groups]
+    session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff (lint + format check) everywhere, mypy strict on the core."""
+    sync(session, "redis", groups=("lint",))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session
+def core(session: nox.Session) -> None:
+    """The core's tests with no LLM framework installed."""
+    sync(session, "redis")
+    session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
+
+
+@nox.session
+def langchain(session: nox.Session) -> None:
+    """LangChain adapter tests (langchain-core, langchain, langgraph)."""
+    sync(session, "redis", "langchain", "langgraph", groups=("test", "test-langchain"))
+    session.run("pytest", "tests/langchain", *session.posargs)
+
+
+@nox.session
+def langgraph(session: nox.Session) -> None:
+    """LangGraph saver tests, including langgraph-checkpoint-conformance."""
+    sync(session, "redis", "langgraph", groups=("test", "test-langgraph"))
+    session.run("pytest", "tests/langgraph", *session.posargs)
+
+
+@nox.session
+def llamaindex(session: nox.Session) -> None:
+    """LlamaIndex adapter tests."""
+    sync(session, "redis", "llamaindex", groups=("test", "test-llamaindex"))
+    session.run("pytest", "tests/llamaindex", *session.posargs)
+
+
+@nox.session
+def reliability(session: nox.Session) -> None:
+    """Crash (SIGKILL), lock, lease and Redis-failure tests."""
+    sync(session, "redis")
+    session.run("pytest", "tests/reliability", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks that print our figures beside the anchors'."""
+    sync(session, "all", groups=("test", "bench"))
+    session.run("python", "benchmarks/core_bench.py", *session.posargs)

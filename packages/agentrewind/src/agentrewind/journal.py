@@ -1,0 +1,536 @@
+"""Record and replay: the decisions of DESIGN §3 in one place, used by every adapter.
+
+A call is identified by `kind:name:digest#occurrence`, where `digest` hashes the normalised
+input and `occurrence` counts identical calls in the run. A resumed run that makes the same
+call gets the recorded output; a changed input gets a new key and runs, so it can never
+receive another call's result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import threading
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from ._context import CURRENT_CALL
+from ._ids import new_id
+from .errors import (
+    DivergenceError,
+    DivergenceWarning,
+    IncompleteStepError,
+    RecordedStepError,
+    RunLockedError,
+)
+from .records import RunMetrics, StepRecord
+from .stores._base import make_lease_owner
+
+if TYPE_CHECKING:
+    from .middleware import Middleware
+
+__all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
+
+T = TypeVar("T")
+IncompletePolicy = Literal["rerun", "skip", "raise"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallEvent:
+    """What happened to one call in this execution of a run."""
+
+    kind: str
+    name: str
+    key: str
+    outcome: Literal["replayed", "executed", "failed", "skipped"]
+
+
+class Call:
+    """One intercepted call: either a replay `hit`, or a call to execute and then record.
+
+    Adapters use it as: `call = run.begin(...)`; if `call.hit`, return `call.value()`;
+    else `call.start()`, run the real thing inside `call.executing()`, then `call.complete(out)`
+    or `call.fail(exc)` (each with an `a`-prefixed async twin).
+    """
+
+    __slots__ = (
+        "_t0",
+        "base",
+        "hit",
+        "key",
+        "kind",
+        "name",
+        "occurrence",
+        "record",
+        "record_failures",
+        "run",
+        "side_effects",
+        "step_id",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        kind: str,
+        name: str,
+        base: str,
+        occurrence: int,
+        record: StepRecord | None,
+        *,
+        hit: bool,
+        side_effects: bool,
+        record_failures: bool,
+    ) -> None:
+        self.run = run
+        self.kind = kind
+        self.name = name
+        self.base = base
+        self.occurrence = occurrence
+        self.key = f"{base}#{occurrence}"
+        self.record = record
+        self.hit = hit
+        self.side_effects = side_effects
+        self.record_failures = record_failures
+        self.step_id = record.step_id if record is not None else new_id()
+        self._t0 = 0.0
+
+    # -- replay -----------------------------------------------------------------------------
+    def value(self) -> Any:
+        """The recorded output of a hit, decoded (raises a recorded failure again)."""
+        assert self.record is not None and self.hit
+        if self.record.status == "failed":
+            err = self.record.meta.get("error", {})
+            raise RecordedStepError(err.get("type", "Error"), err.get("message", ""))
+        return self.run.middleware.serializer.from_tree(self.record.output)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Meta of the recorded step (usage, timings...) or {} when there is none."""
+        return {} if self.record is None else self.record.meta
+
+    # -- execution --------------------------------------------------------------------------
+    def _started_record(self) -> StepRecord | None:
+        self._t0 = time.perf_counter()
+        if not self.side_effects:
+            return None
+        now = time.time()
+        return self.run._record(self, "started", None, {"started_at": now})
+
+    def start(self) -> None:
+        """Write the `started` marker (for calls with side effects) before executing."""
+        record = self._started_record()
+        if record is not None:
+            self.run.middleware.store.put_step(record)
+
+    async def astart(self) -> None:
+        """Async twin of `start`."""
+        record = self._started_record()
+        if record is not None:
+            await self.run.middleware.store.aput_step(record)
+
+    @contextmanager
+    def executing(self) -> Iterator[None]:
+        """Make `idempotency_key()` and nested-call detection see this call."""
+        token = CURRENT_CALL.set(self)
+        try:
+            yield
+        finally:
+            CURRENT_CALL.reset(token)
+
+    def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
+        try:
+            tree = self.run.middleware.serializer.to_tree(output)
+        except BaseException:
+            self.run._release(self)
+            raise
+        info = dict(meta or {})
+        info["duration"] = time.perf_counter() - self._t0 if self._t0 else 0.0
+        return self.run._record(self, "completed", tree, info)
+
+    def complete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
+        """Record the output; `meta` may carry `tokens` (int) and anything JSON-able.
+
+        Raises:
+            SerializationError: The output cannot be stored; the call counts as failed and the
+                run can go on.
+        """
+        record = self._completed_record(output, meta)
+        try:
+            self.run.middleware.store.put_step(record)
+        except BaseException:
+            self.run._release(self)
+            raise
+        self.run._after_complete(self, record)
+
+    async def acomplete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
+        """Async twin of `complete`."""
+        record = self._completed_record(output, meta)
+        try:
+            await self.run.middleware.store.aput_step(record)
+        except BaseException:
+            self.run._release(self)
+            raise
+        self.run._after_complete(self, record)
+
+    def _failed_record(self, exc: BaseException) -> StepRecord | None:
+        self.run._note(self, "failed")
+        error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+        meta: dict[str, Any] = {"error": error}
+        if self.record_failures:
+            meta["recorded"] = True
+        else:
+            self.run._release(self)
+        if not (self.side_effects or self.record_failures):
+            return None
+        return self.run._record(self, "failed", None, meta)
+
+    def fail(self, exc: BaseException) -> None:
+        """Note a failure: the call runs again on resume unless `record_failures` is set."""
+        record = self._failed_record(exc)
+        if record is not None:
+            self.run.middleware.store.put_step(record)
+
+    async def afail(self, exc: BaseException) -> None:
+        """Async twin of `fail`."""
+        record = self._failed_record(exc)
+        if record is not None:
+            await self.run.middleware.store.aput_step(record)
+
+
+class _LeaseKeeper(threading.Thread):
+    def __init__(self, run: Run) -> None:
+        super().__init__(name=f"agentrewind-lease-{run.run_id}", daemon=True)
+        self.owner_run = run
+        self.stop = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        r = self.owner_run
+        while not self.stop.wait(r.lease_ttl / 3):
+            try:
+                result = r.middleware.store.acquire_lease(r.run_id, r.owner, r.lease_ttl)
+            except Exception:
+                continue
+            if not result.acquired:
+                self.lost = True
+                return
+
+
+class Run:
+    """One execution of a run: loads its journal, answers replays, records new calls.
+
+    Get one from `Middleware.run(run_id)`; adapters find the active one with
+    `agentrewind.current_run()`.
+    """
+
+    def __init__(
+        self,
+        middleware: Middleware,
+        run_id: str | None = None,
+        *,
+        strict: bool = False,
+        on_incomplete: IncompletePolicy = "rerun",
+        ttl: float | None = None,
+        lease_ttl: float = 30.0,
+    ) -> None:
+        self.middleware = middleware
+        self.run_id = run_id or new_id()
+        self.strict = strict
+        self.on_incomplete = on_incomplete
+        self.ttl = ttl
+        self.lease_ttl = lease_ttl
+        self.owner = make_lease_owner()
+        self.metrics = RunMetrics()
+        """What this execution did (the store keeps the totals over all executions)."""
+        self.events: list[CallEvent] = []
+        """Every call of this execution, in order, with its outcome."""
+        self.status = "completed"
+        self._lock = threading.Lock()
+        self._records: dict[str, StepRecord] = {}
+        self._unconsumed: dict[tuple[str, str], set[str]] = {}
+        self._next_occ: dict[str, int] = {}
+        self._free_occ: dict[str, list[int]] = {}
+        self._seq = 0
+        self._last_step_id: str | None = None
+        self._keeper: _LeaseKeeper | None = None
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, recorded={len(self._records)})"
+
+    # -- lifecycle (driven by RunContext) ---------------------------------------------------
+    def _check_lease(self, result: tuple[bool, str, float]) -> None:
+        if not result[0]:
+            raise RunLockedError(self.run_id, result[1], result[2])
+
+    def _load(self, records: list[StepRecord]) -> None:
+        for record in records:
+            self._records[record.key] = record
+            self._seq = max(self._seq, record.seq)
+            if record.status == "completed" or record.meta.get("recorded"):
+                self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
+        if records:
+            self._last_step_id = records[-1].step_id
+        self._keeper = _LeaseKeeper(self)
+        self._keeper.start()
+
+    def _open(self) -> None:
+        store = self.middleware.store
+        self._check_lease(store.acquire_lease(self.run_id, self.owner, self.lease_ttl))
+        try:
+            store.begin_run(self.run_id, ttl=self.ttl)
+            self._load(store.load_steps(self.run_id))
+        except BaseException:
+            store.release_lease(self.run_id, self.owner)
+            raise
+
+    async def _aopen(self) -> None:
+        store = self.middleware.store
+        self._check_lease(await store.aacquire_lease(self.run_id, self.owner, self.lease_ttl))
+        try:
+            await store.abegin_run(self.run_id, ttl=self.ttl)
+            self._load(await store.aload_steps(self.run_id))
+        except BaseException:
+            await store.arelease_lease(self.run_id, self.owner)
+            raise
+
+    def _stop_keeper(self, failed: bool) -> None:
+        if self._keeper is not None:
+            self._keeper.stop.set()
+        if failed and self.status == "completed":
+            self.status = "failed"
+
+    def _close(self, failed: bool) -> None:
+        self._stop_keeper(failed)
+        store = self.middleware.store
+        try:
+            store.end_run(self.run_id, self.status, self.metrics)
+        finally:
+            store.release_lease(self.run_id, self.owner)
+
+    async def _aclose(self, failed: bool) -> None:
+        self._stop_keeper(failed)
+        store = self.middleware.store
+        try:
+            await store.aend_run(self.run_id, self.status, self.metrics)
+        finally:
+            await store.arelease_lease(self.run_id, self.owner)
+
+    # -- the replay decision ----------------------------------------------------------------
+    def digest(self, key_input: Any) -> str:
+        """Hash normalised input; raises `SerializationError` naming an unhashable path."""
+        tree = self.middleware.serializer.to_tree(key_input)
+        text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+    def begin(
+        self,
+        kind: str,
+        name: str,
+        key_input: Any,
+        *,
+        side_effects: bool = False,
+        on_incomplete: IncompletePolicy | None = None,
+        record_failures: bool | None = None,
+    ) -> Call:
+        """Decide whether a call replays (`call.hit`) or executes.
+
+        Args:
+            kind: `llm`, `tool`, `node`, `custom`...
+            name: The call site (model, tool or step name).
+            key_input: The normalised input that identifies the call.
+            side_effects: Write a `started` record first; a started-never-completed call then
+                follows `on_incomplete` on resume.
+            on_incomplete: `rerun`, `skip` (returns None) or `raise` (`IncompleteStepError`).
+            record_failures: Journal a failure so it is raised again on replay.
+
+        Raises:
+            DivergenceError: With `strict=True`, when this call is new while recorded calls of
+                the same site remain unconsumed.
+            RunLockedError: The lease was lost to another process.
+        """
+        if self._keeper is not None and self._keeper.lost:
+            raise RunLockedError(self.run_id, "another process", 0.0)
+        base = f"{kind}:{name}:{self.digest(key_input)}"
+        policy = on_incomplete or self.on_incomplete
+        record_failures = (
+            self.middleware.record_failures if record_failures is None else record_failures
+        )
+        with self._lock:
+            free = self._free_occ.get(base)
+            if free:
+                occurrence = free.pop(0)
+            else:
+                occurrence = self._next_occ.get(base, 0)
+                self._next_occ[base] = occurrence + 1
+            key = f"{base}#{occurrence}"
+            record = self._records.get(key)
+            replayable = record is not None and (
+                record.status == "completed" or bool(record.meta.get("recorded"))
+            )
+            if replayable:
+                self._unconsumed.get((kind, name), set()).discard(key)
+        call = Call(
+            self,
+            kind,
+            name,
+            base,
+            occurrence,
+            record,
+            hit=replayable,
+            side_effects=side_effects,
+            record_failures=record_failures,
+        )
+        if replayable:
+            assert record is not None
+            self._note(call, "replayed")
+            with self._lock:
+                self.metrics.replay_hits += 1
+                self.metrics.seconds_saved += float(record.meta.get("duration", 0.0))
+                self.metrics.tokens_saved += int(record.meta.get("tokens", 0) or 0)
+            return call
+        self._check_divergence(kind, name, key)
+        if record is not None and record.status == "started":
+            if policy == "raise":
+                self._release(call)
+                raise IncompleteStepError(self.run_id, key)
+            if policy == "skip":
+                call.hit = True
+                call.record = dataclasses.replace(record, status="completed", output=None)
+                self._note(call, "skipped")
+                return call
+            with self._lock:
+                self.metrics.reruns += 1
+        return call
+
+    def _check_divergence(self, kind: str, name: str, key: str) -> None:
+        pending = self._unconsumed.get((kind, name))
+        if not pending:
+            return
+        message = (
+            f"run {self.run_id!r} diverged: {kind} call {name!r} has no recording under {key!r} "
+            f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
+            "input changed since the run was recorded, so it runs again"
+        )
+        if self.strict:
+            raise DivergenceError(message)
+        warnings.warn(DivergenceWarning(message), stacklevel=4)
+
+    # -- bookkeeping used by Call -----------------------------------------------------------
+    def _record(
+        self,
+        call: Call,
+        status: Literal["started", "completed", "failed"],
+        output: Any,
+        meta: dict[str, Any],
+    ) -> StepRecord:
+        now = time.time()
+        with self._lock:
+            if call.record is not None and call.record.status == "started" and status != "started":
+                seq = call.record.seq
+            else:
+                self._seq += 1
+                seq = self._seq
+            parent = self._last_step_id if self._last_step_id != call.step_id else None
+            record = StepRecord(
+                run_id=self.run_id,
+                step_id=call.step_id,
+                key=call.key,
+                kind=call.kind,
+                name=call.name,
+                status=status,
+                seq=seq,
+                parent_id=parent,
+                output=output,
+                meta=meta,
+                created_at=now,
+                updated_at=now,
+            )
+            call.record = record
+            self._records[call.key] = record
+            self._last_step_id = call.step_id
+        return record
+
+    def _release(self, call: Call) -> None:
+        with self._lock:
+            free = self._free_occ.setdefault(call.base, [])
+            if call.occurrence not in free:
+                free.append(call.occurrence)
+                free.sort()
+
+    def _after_complete(self, call: Call, record: StepRecord) -> None:
+        self._note(call, "executed")
+        with self._lock:
+            self.metrics.steps += 1
+
+    def _note(
+        self, call: Call, outcome: Literal["replayed", "executed", "failed", "skipped"]
+    ) -> None:
+        with self._lock:
+            self.events.append(CallEvent(call.kind, call.name, call.key, outcome))
+            if outcome == "failed":
+                self.metrics.failures += 1
+
+    # -- plain Python steps -----------------------------------------------------------------
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
+
+        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments.
+        """
+        if inspect.iscoroutinefunction(fn):
+            return self._astep(name, fn, None, args, kwargs)  # type: ignore[return-value]
+        return self._step(name, fn, None, args, kwargs)
+
+    def _step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        key: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        kind: str = "custom",
+        side_effects: bool = True,
+    ) -> T:
+        key_input = {"args": list(args), "kwargs": kwargs} if key is None else key
+        call = self.begin(kind, name, key_input, side_effects=side_effects)
+        if call.hit:
+            return call.value()  # type: ignore[no-any-return]
+        call.start()
+        with call.executing():
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                call.fail(exc)
+                raise
+        call.complete(result)
+        return result
+
+    async def _astep(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T]],
+        key: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        kind: str = "custom",
+        side_effects: bool = True,
+    ) -> T:
+        key_input = {"args": list(args), "kwargs": kwargs} if key is None else key
+        call = self.begin(kind, name, key_input, side_effects=side_effects)
+        if call.hit:
+            return call.value()  # type: ignore[no-any-return]
+        await call.astart()
+        with call.executing():
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as exc:
+                await call.afail(exc)
+                raise
+        await call.acomplete(result)
+        return result

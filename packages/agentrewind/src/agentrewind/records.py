@@ -1,0 +1,134 @@
+"""The records every store holds: steps (the journal and the timeline) and runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from typing import Any, Literal
+
+from .errors import CorruptRecordError, SchemaVersionError
+
+__all__ = ["RECORD_FORMAT", "RunInfo", "RunMetrics", "StepRecord", "StepStatus"]
+
+StepStatus = Literal["started", "completed", "failed"]
+
+RECORD_FORMAT = 1
+"""Version of the encoded record layout; a newer one is refused, never misread."""
+
+_MAGIC = b"AR"
+
+
+@dataclasses.dataclass(slots=True)
+class StepRecord:
+    """One step of a run: an LLM call, a tool call, a framework step or a checkpoint.
+
+    `output` and `meta` hold serializer trees (JSON data with type tags), not live objects:
+    the journal decodes `output` only when a replay needs it.
+    """
+
+    run_id: str
+    step_id: str
+    key: str
+    kind: str
+    name: str
+    status: StepStatus
+    seq: int
+    parent_id: str | None = None
+    output: Any = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def encode(self) -> bytes:
+        """Encode as `AR<format>:<crc32>:<json>`; the checksum covers the JSON bytes."""
+        body = json.dumps(
+            {
+                "run_id": self.run_id,
+                "step_id": self.step_id,
+                "key": self.key,
+                "kind": self.kind,
+                "name": self.name,
+                "status": self.status,
+                "seq": self.seq,
+                "parent_id": self.parent_id,
+                "output": self.output,
+                "meta": self.meta,
+                "created_at": self.created_at,
+                "updated_at": self.updated_at,
+            },
+            separators=(",", ":"),
+        ).encode()
+        return b"%s%d:%08x:%s" % (_MAGIC, RECORD_FORMAT, zlib.crc32(body), body)
+
+    @classmethod
+    def decode(cls, data: bytes, *, where: str = "") -> StepRecord:
+        """Parse and verify an encoded record.
+
+        Raises:
+            CorruptRecordError: the bytes were altered or truncated.
+            SchemaVersionError: the record was written by a newer record format.
+        """
+        where = f" ({where})" if where else ""
+        if not data.startswith(_MAGIC):
+            raise CorruptRecordError(f"record{where} does not start with the agentrewind header")
+        try:
+            version_s, crc_s, body = data[2:].split(b":", 2)
+            version, crc = int(version_s), int(crc_s, 16)
+        except ValueError as exc:
+            raise CorruptRecordError(f"record{where} has a malformed header") from exc
+        if version > RECORD_FORMAT:
+            raise SchemaVersionError(
+                f"record{where} uses format {version}; this agentrewind reads up to "
+                f"{RECORD_FORMAT}: upgrade agentrewind"
+            )
+        if zlib.crc32(body) != crc:
+            raise CorruptRecordError(f"record{where} failed its checksum: the stored bytes changed")
+        try:
+            fields = json.loads(body)
+            return cls(**fields)
+        except (ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"record{where} cannot be parsed: {exc}") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class RunMetrics:
+    """What a run did and what replay saved.
+
+    Attributes:
+        steps: Steps recorded (executed and written) in this store.
+        replay_hits: Calls answered from the journal instead of running.
+        seconds_saved: Wall time the replayed calls took when they first ran.
+        tokens_saved: LLM tokens the replayed calls used when they first ran.
+        failures: Calls that raised.
+        reruns: Started-but-never-completed steps run again on resume.
+    """
+
+    steps: int = 0
+    replay_hits: int = 0
+    seconds_saved: float = 0.0
+    tokens_saved: int = 0
+    failures: int = 0
+    reruns: int = 0
+
+    def add(self, other: RunMetrics) -> None:
+        """Add `other` into this object in place."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the metrics as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(slots=True)
+class RunInfo:
+    """A run as listed by a store."""
+
+    run_id: str
+    status: str
+    created_at: float
+    updated_at: float
+    expires_at: float | None = None
+    metrics: RunMetrics = dataclasses.field(default_factory=RunMetrics)
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -1,0 +1,274 @@
+"""The store interface: sync methods implemented by each backend, async twins written once."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import functools
+import os
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+from ..records import RunInfo, RunMetrics, StepRecord
+
+__all__ = ["LeaseResult", "Store", "lease_owner_is_dead", "make_lease_owner"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""Version of the stores' layout; `connect` refuses a store written by a newer one."""
+
+_HOST = socket.gethostname()
+
+
+def make_lease_owner() -> str:
+    """Return a lease owner id `host:pid:token` unique to this process and run."""
+    return f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def lease_owner_is_dead(owner: str) -> bool:
+    """True when `owner` names a process on this host that no longer exists.
+
+    A SIGKILLed run then resumes at once instead of waiting for its lease to expire.
+    """
+    host, _, rest = owner.partition(":")
+    pid_s = rest.partition(":")[0]
+    if host != _HOST or not pid_s.isdigit():
+        return False
+    pid = int(pid_s)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    return False
+
+
+class LeaseResult(tuple[bool, str, float]):
+    """`(acquired, owner, expires_in_seconds)` of a lease attempt."""
+
+    __slots__ = ()
+
+    @property
+    def acquired(self) -> bool:
+        """Whether the caller now holds the lease."""
+        return self[0]
+
+
+class Store(abc.ABC):
+    """Where runs, steps, branch heads and leases live.
+
+    Every method is sync; each has an `a`-prefixed async twin that runs it on the
+    store's worker threads, so sync and async share one implementation.
+    """
+
+    scheme: str = ""
+    """URL scheme of the backend (`memory`, `sqlite`, `redis`)."""
+
+    def __init__(self, *, url: str, namespace: str) -> None:
+        self.url = url
+        self.namespace = namespace
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}, namespace={self.namespace!r})"
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- runs -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        """Create the run if needed, mark it `running` and return it.
+
+        Args:
+            run_id: The run.
+            ttl: Seconds the run lives after its last write; `None` keeps the current setting.
+        """
+
+    @abc.abstractmethod
+    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        """Set the run's status and add `metrics` to its totals."""
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return the run, or None when it does not exist or has expired."""
+
+    @abc.abstractmethod
+    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        """Return up to `limit` runs, most recently updated first."""
+
+    @abc.abstractmethod
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run with all its steps, heads and lease; True if it existed."""
+
+    @abc.abstractmethod
+    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+        """Expire the run `ttl` seconds after its last write (refreshed by writes); None: never."""
+
+    def prune(self, *, keep_last: int | None = None, older_than: float | None = None) -> int:
+        """Delete expired runs, runs beyond the `keep_last` newest, and runs idle `older_than` s.
+
+        Returns:
+            How many runs were deleted.
+        """
+        import time
+
+        runs = self.list_runs(limit=1_000_000)
+        now = time.time()
+        doomed = []
+        for i, run in enumerate(runs):
+            if (keep_last is not None and i >= keep_last) or (
+                older_than is not None and now - run.updated_at > older_than
+            ):
+                doomed.append(run.run_id)
+        deleted = self._purge_expired()
+        for run_id in doomed:
+            deleted += self.delete_run(run_id)
+        return deleted
+
+    def _purge_expired(self) -> int:
+        return 0
+
+    # -- steps ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def put_steps(self, records: list[StepRecord]) -> None:
+        """Insert or replace steps (keyed by run and key) in one atomic write."""
+
+    def put_step(self, record: StepRecord) -> None:
+        """Insert or replace one step atomically."""
+        self.put_steps([record])
+
+    @abc.abstractmethod
+    def load_steps(self, run_id: str) -> list[StepRecord]:
+        """Return all steps of a run ordered by `seq`, verifying each record's checksum."""
+
+    @abc.abstractmethod
+    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        """Return one step by id, or None."""
+
+    # -- branch heads -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        """Point `branch` of the run at `step_id` (None deletes the branch)."""
+
+    @abc.abstractmethod
+    def get_heads(self, run_id: str) -> dict[str, str]:
+        """Return `{branch: step_id}` for the run."""
+
+    # -- leases -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Take or renew the run's lease for `ttl` seconds.
+
+        Succeeds when the lease is free, expired, already `owner`'s, or held by a dead
+        process on this host. Otherwise returns the current owner and its remaining time.
+        """
+
+    @abc.abstractmethod
+    def release_lease(self, run_id: str, owner: str) -> None:
+        """Release the lease if `owner` still holds it."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release connections and worker threads."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    # -- async twins ------------------------------------------------------------------------
+    async def _in_thread(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._executor is None:
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(8, thread_name_prefix="agentrewind")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def abegin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        """Async twin of `begin_run`."""
+        return await self._in_thread(self.begin_run, run_id, ttl=ttl)
+
+    async def aend_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        """Async twin of `end_run`."""
+        await self._in_thread(self.end_run, run_id, status, metrics)
+
+    async def aget_run(self, run_id: str) -> RunInfo | None:
+        """Async twin of `get_run`."""
+        return await self._in_thread(self.get_run, run_id)
+
+    async def alist_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        """Async twin of `list_runs`."""
+        return await self._in_thread(self.list_runs, limit=limit)
+
+    async def adelete_run(self, run_id: str) -> bool:
+        """Async twin of `delete_run`."""
+        return await self._in_thread(self.delete_run, run_id)
+
+    async def aset_ttl(self, run_id: str, ttl: float | None) -> None:
+        """Async twin of `set_ttl`."""
+        await self._in_thread(self.set_ttl, run_id, ttl)
+
+    async def aprune(self, *, keep_last: int | None = None, older_than: float | None = None) -> int:
+        """Async twin of `prune`."""
+        return await self._in_thread(self.prune, keep_last=keep_last, older_than=older_than)
+
+    async def aput_steps(self, records: list[StepRecord]) -> None:
+        """Async twin of `put_steps`."""
+        await self._in_thread(self.put_steps, records)
+
+    async def aput_step(self, record: StepRecord) -> None:
+        """Async twin of `put_step`."""
+        await self._in_thread(self.put_step, record)
+
+    async def aload_steps(self, run_id: str) -> list[StepRecord]:
+        """Async twin of `load_steps`."""
+        return await self._in_thread(self.load_steps, run_id)
+
+    async def aget_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        """Async twin of `get_step`."""
+        return await self._in_thread(self.get_step, run_id, step_id)
+
+    async def aset_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        """Async twin of `set_head`."""
+        await self._in_thread(self.set_head, run_id, branch, step_id)
+
+    async def aget_heads(self, run_id: str) -> dict[str, str]:
+        """Async twin of `get_heads`."""
+        return await self._in_thread(self.get_heads, run_id)
+
+    async def aacquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Async twin of `acquire_lease`."""
+        return await self._in_thread(self.acquire_lease, run_id, owner, ttl)
+
+    async def arelease_lease(self, run_id: str, owner: str) -> None:
+        """Async twin of `release_lease`."""
+        await self._in_thread(self.release_lease, run_id, owner)
+
+    async def aclose(self) -> None:
+        """Async twin of `close`."""
+        self.close()

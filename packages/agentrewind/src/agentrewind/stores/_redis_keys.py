@@ -1,0 +1,137 @@
+"""Redis key layout and Lua scripts, kept in one place.
+
+Every key of a run carries the hash tag `{run_id}` so a run lives in one Cluster slot and each
+write is one atomic script. Only core commands are used (Redis 7, Valkey, managed services).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_KEY = "{prefix}:schema_version"
+
+
+@dataclass(frozen=True, slots=True)
+class RunKeys:
+    """The keys of one run."""
+
+    steps: str  # hash: step key -> encoded record
+    order: str  # zset: step key scored by seq
+    ids: str  # hash: step_id -> step key
+    run: str  # hash: status, created_at, updated_at, ttl_ms, metrics
+    heads: str  # hash: branch -> step_id
+    lease: str  # string: owner, with PX expiry
+
+    @classmethod
+    def of(cls, prefix: str, namespace: str, run_id: str) -> RunKeys:
+        base = f"{prefix}:{namespace}:run:{{{run_id}}}"
+        return cls(
+            *(f"{base}:{part}" for part in ("steps", "order", "ids", "run", "heads", "lease"))
+        )
+
+    def data_keys(self) -> list[str]:
+        """Keys that share the run's TTL (the lease expires on its own)."""
+        return [self.steps, self.order, self.ids, self.run, self.heads]
+
+    def all(self) -> list[str]:
+        """Every key of the run."""
+        return [*self.data_keys(), self.lease]
+
+
+def runs_index(prefix: str, namespace: str) -> str:
+    """The sorted set of a namespace's run ids, scored by creation time."""
+    return f"{prefix}:{namespace}:runs"
+
+
+# Refresh the TTL of every data key of a run (KEYS[1..5]) from the run hash (KEYS[4]).
+_REFRESH_TTL = """
+local ttl = tonumber(redis.call('HGET', KEYS[4], 'ttl_ms') or '0')
+if ttl and ttl > 0 then
+  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+"""
+
+_TOUCH = """
+redis.call('HSETNX', KEYS[4], 'created_at', ARGV[1])
+redis.call('HSETNX', KEYS[4], 'status', 'running')
+redis.call('HSET', KEYS[4], 'updated_at', ARGV[1])
+"""
+
+# KEYS: run data keys. ARGV: now, then (key, step_id, seq, data) per record.
+PUT_STEPS = (
+    _TOUCH
+    + """
+for i = 2, #ARGV, 4 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 3])
+  redis.call('ZADD', KEYS[2], ARGV[i + 2], ARGV[i])
+  redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i])
+end
+"""
+    + _REFRESH_TTL
+    + "return 1"
+)
+
+# KEYS: run data keys. ARGV: now, ttl_ms ('' keeps the current one), status.
+BEGIN_RUN = (
+    _TOUCH
+    + """
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], 'ttl_ms', ARGV[2]) end
+redis.call('HSET', KEYS[4], 'status', ARGV[3])
+"""
+    + _REFRESH_TTL
+    + "return redis.call('HGETALL', KEYS[4])"
+)
+
+# KEYS: run data keys. ARGV: now, status, metrics json to add to the run's totals.
+END_RUN = (
+    _TOUCH
+    + """
+local cur = redis.call('HGET', KEYS[4], 'metrics')
+local total = cur and cjson.decode(cur) or {}
+for k, v in pairs(cjson.decode(ARGV[3])) do total[k] = (total[k] or 0) + v end
+redis.call('HSET', KEYS[4], 'status', ARGV[2], 'metrics', cjson.encode(total))
+"""
+    + _REFRESH_TTL
+    + "return 1"
+)
+
+# KEYS: run data keys. ARGV: now, ttl_ms ('' or '0' removes it).
+SET_TTL = (
+    _TOUCH
+    + """
+if ARGV[2] == '' or ARGV[2] == '0' then
+  redis.call('HDEL', KEYS[4], 'ttl_ms')
+  for i = 1, 5 do redis.call('PERSIST', KEYS[i]) end
+else
+  redis.call('HSET', KEYS[4], 'ttl_ms', ARGV[2])
+end
+"""
+    + _REFRESH_TTL
+    + "return 1"
+)
+
+# KEYS: run data keys. ARGV: now, branch, step_id ('' deletes).
+SET_HEAD = (
+    _TOUCH
+    + """
+if ARGV[3] == '' then redis.call('HDEL', KEYS[5], ARGV[2])
+else redis.call('HSET', KEYS[5], ARGV[2], ARGV[3]) end
+"""
+    + _REFRESH_TTL
+    + "return 1"
+)
+
+# KEYS[1]: lease. ARGV: owner, ttl_ms, stale owner that may be replaced ('' for none).
+ACQUIRE_LEASE = """
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] or (ARGV[3] ~= '' and cur == ARGV[3]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1], tonumber(ARGV[2])}
+end
+return {0, cur, redis.call('PTTL', KEYS[1])}
+"""
+
+RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""

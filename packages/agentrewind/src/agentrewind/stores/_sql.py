@@ -1,0 +1,74 @@
+"""SQL text of the SQLite store, kept in one place."""
+
+from __future__ import annotations
+
+SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS ar_schema_version (version INTEGER NOT NULL)"
+GET_SCHEMA = "SELECT version FROM ar_schema_version"
+
+# Version 1. Each later version appends a list of statements to MIGRATIONS.
+V1 = [
+    """CREATE TABLE IF NOT EXISTS ar_runs (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        ttl REAL, expires_at REAL, metrics TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (ns, run_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS ar_runs_updated ON ar_runs (ns, updated_at)",
+    "CREATE INDEX IF NOT EXISTS ar_runs_expires ON ar_runs (expires_at) WHERE expires_at IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS ar_steps (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, key TEXT NOT NULL, step_id TEXT NOT NULL,
+        seq INTEGER NOT NULL, data BLOB NOT NULL,
+        PRIMARY KEY (ns, run_id, key))""",
+    "CREATE INDEX IF NOT EXISTS ar_steps_seq ON ar_steps (ns, run_id, seq)",
+    "CREATE INDEX IF NOT EXISTS ar_steps_id ON ar_steps (ns, run_id, step_id)",
+    """CREATE TABLE IF NOT EXISTS ar_heads (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, branch TEXT NOT NULL, step_id TEXT NOT NULL,
+        PRIMARY KEY (ns, run_id, branch)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS ar_leases (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL,
+        PRIMARY KEY (ns, run_id)) WITHOUT ROWID""",
+]
+MIGRATIONS: list[list[str]] = [V1]
+
+UPSERT_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at, ttl, expires_at)
+    VALUES (?1, ?2, ?3, ?4, ?4, ?5, CASE WHEN ?5 IS NULL THEN NULL ELSE ?4 + ?5 END)
+    ON CONFLICT (ns, run_id) DO UPDATE SET
+        status = ?3, updated_at = ?4, ttl = coalesce(?5, ttl),
+        expires_at = CASE WHEN coalesce(?5, ttl) IS NULL THEN NULL ELSE ?4 + coalesce(?5, ttl) END"""
+TOUCH_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at)
+    VALUES (?1, ?2, 'running', ?3, ?3)
+    ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = ?3,
+        expires_at = CASE WHEN ttl IS NULL THEN NULL ELSE ?3 + ttl END"""
+SET_TTL = """UPDATE ar_runs SET ttl = ?3,
+    expires_at = CASE WHEN ?3 IS NULL THEN NULL ELSE updated_at + ?3 END
+    WHERE ns = ?1 AND run_id = ?2"""
+END_RUN = (
+    "UPDATE ar_runs SET status = ?3, metrics = ?4, updated_at = ?5 WHERE ns = ?1 AND run_id = ?2"
+)
+RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
+GET_RUN = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ? AND run_id = ?
+    AND (expires_at IS NULL OR expires_at >= ?)"""
+LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ?
+    AND (expires_at IS NULL OR expires_at >= ?) ORDER BY updated_at DESC LIMIT ?"""
+EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE expires_at < ?"
+DELETE_RUN = [
+    "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",
+    "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",
+    "DELETE FROM ar_leases WHERE ns = ? AND run_id = ?",
+    "DELETE FROM ar_runs WHERE ns = ? AND run_id = ?",
+]
+
+UPSERT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (ns, run_id, key) DO UPDATE SET
+        step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
+LOAD_STEPS = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq"
+GET_STEP = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? AND step_id = ?"
+
+SET_HEAD = """INSERT INTO ar_heads (ns, run_id, branch, step_id) VALUES (?, ?, ?, ?)
+    ON CONFLICT (ns, run_id, branch) DO UPDATE SET step_id = excluded.step_id"""
+DELETE_HEAD = "DELETE FROM ar_heads WHERE ns = ? AND run_id = ? AND branch = ?"
+GET_HEADS = "SELECT branch, step_id FROM ar_heads WHERE ns = ? AND run_id = ?"
+
+GET_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id = ?"
+SET_LEASE = """INSERT INTO ar_leases (ns, run_id, owner, expires_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (ns, run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"""
+RELEASE_LEASE = "DELETE FROM ar_leases WHERE ns = ? AND run_id = ? AND owner = ?"

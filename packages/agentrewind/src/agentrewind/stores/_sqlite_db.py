@@ -1,0 +1,137 @@
+"""SQLite connection handling shared by the store and the LangGraph saver.
+
+One connection per thread (readers never wait on a global lock), WAL, `BEGIN IMMEDIATE`
+for writes with a bounded retry so "database is locked" never reaches the user before the
+budget is spent, and error mapping to agentrewind errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import StoreBusyError, StoreError
+
+__all__ = ["SQLiteDatabase"]
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SQLiteDatabase:
+    """A SQLite file opened for many threads.
+
+    Args:
+        path: The database file; parent directories are created.
+        durability: `"normal"` (WAL + synchronous=NORMAL: survives process crashes, may lose
+            the last commits on power loss) or `"full"` (fsync on every commit).
+        busy_timeout: Seconds one attempt waits for another connection's write lock.
+        retries: How many more attempts follow a timed-out one before `StoreBusyError`.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        durability: str = "normal",
+        busy_timeout: float = 10.0,
+        retries: int = 3,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self.path = str(path)
+        self.durability = durability
+        self.busy_timeout = busy_timeout
+        self.retries = retries
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+
+    def connection(self) -> sqlite3.Connection:
+        """Return this thread's connection, opening it on first use."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self.busy_timeout,
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                sync = "FULL" if self.durability == "full" else "NORMAL"
+                conn.execute(f"PRAGMA synchronous={sync}")
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error."""
+        conn = self.connection()
+        if conn.in_transaction:  # nested: join the outer transaction
+            yield conn
+            return
+        for attempt in range(self.retries + 1):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise StoreError(f"SQLite {self.path}: {exc}") from exc
+                if attempt == self.retries:
+                    raise StoreBusyError(
+                        f"SQLite database {self.path} stayed locked by another connection for "
+                        f"{self.busy_timeout * (self.retries + 1):.1f}s; nothing was written"
+                    ) from exc
+                time.sleep(random.uniform(0.001, 0.05))
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise StoreBusyError(f"SQLite database {self.path} is locked: {exc}") from exc
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"SQLite {self.path}: {exc}") from exc
+            raise
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for reads, with sqlite errors mapped to `StoreError`."""
+        conn = self.connection()
+        try:
+            yield conn
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise StoreBusyError(f"SQLite database {self.path} is locked: {exc}") from exc
+            raise StoreError(f"SQLite {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"SQLite {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        self._closed = True
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()

@@ -1,0 +1,189 @@
+"""In-process store: the reference backend and the fastest for tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..records import RunInfo, RunMetrics, StepRecord
+from ._base import LeaseResult, Store, lease_owner_is_dead
+
+__all__ = ["MemoryStore"]
+
+
+class _Run:
+    __slots__ = ("heads", "info", "lease", "steps", "ttl")
+
+    def __init__(self, info: RunInfo) -> None:
+        self.info = info
+        self.steps: dict[str, bytes] = {}
+        self.heads: dict[str, str] = {}
+        self.lease: tuple[str, float] | None = None
+        self.ttl: float | None = None
+
+
+class _Space:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.namespaces: dict[str, dict[str, _Run]] = {}
+
+
+_NAMED: dict[str, _Space] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+class MemoryStore(Store):
+    """Keeps everything in this process. `memory://NAME` shares data between stores by name.
+
+    Records are kept encoded, exactly as the other backends keep them, so serialization and
+    checksum behaviour is identical.
+    """
+
+    scheme = "memory"
+
+    def __init__(self, name: str = "", *, namespace: str = "default") -> None:
+        super().__init__(url=f"memory://{name}", namespace=namespace)
+        if name:
+            with _NAMED_LOCK:
+                self._space = _NAMED.setdefault(name, _Space())
+        else:
+            self._space = _Space()
+        self._lock = self._space.lock
+
+    @property
+    def _runs(self) -> dict[str, _Run]:
+        return self._space.namespaces.setdefault(self.namespace, {})
+
+    def _live(self, run_id: str) -> _Run | None:
+        run = self._runs.get(run_id)
+        if (
+            run is not None
+            and run.info.expires_at is not None
+            and run.info.expires_at < time.time()
+        ):
+            del self._runs[run_id]
+            return None
+        return run
+
+    def _touch(self, run: _Run, now: float) -> None:
+        run.info.updated_at = now
+        run.info.expires_at = None if run.ttl is None else now + run.ttl
+
+    def _ensure(self, run_id: str, now: float) -> _Run:
+        run = self._live(run_id)
+        if run is None:
+            run = self._runs[run_id] = _Run(RunInfo(run_id, "running", now, now))
+        return run
+
+    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        now = time.time()
+        with self._lock:
+            run = self._ensure(run_id, now)
+            if ttl is not None:
+                run.ttl = ttl
+            run.info.status = "running"
+            self._touch(run, now)
+            return _copy(run.info)
+
+    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        now = time.time()
+        with self._lock:
+            run = self._ensure(run_id, now)
+            run.info.status = status
+            run.info.metrics.add(metrics)
+            self._touch(run, now)
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        with self._lock:
+            run = self._live(run_id)
+            return None if run is None else _copy(run.info)
+
+    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        with self._lock:
+            runs = [r for r in (self._live(k) for k in list(self._runs)) if r is not None]
+            runs.sort(key=lambda r: r.info.updated_at, reverse=True)
+            return [_copy(r.info) for r in runs[:limit]]
+
+    def delete_run(self, run_id: str) -> bool:
+        with self._lock:
+            return self._runs.pop(run_id, None) is not None
+
+    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+        with self._lock:
+            run = self._ensure(run_id, time.time())
+            run.ttl = ttl
+            self._touch(run, time.time())
+
+    def _purge_expired(self) -> int:
+        with self._lock:
+            before = len(self._runs)
+            for run_id in list(self._runs):
+                self._live(run_id)
+            return before - len(self._runs)
+
+    def put_steps(self, records: list[StepRecord]) -> None:
+        encoded = [(r.run_id, r.key, r.encode()) for r in records]
+        now = time.time()
+        with self._lock:
+            for run_id, key, data in encoded:
+                run = self._ensure(run_id, now)
+                run.steps[key] = data
+                self._touch(run, now)
+
+    def load_steps(self, run_id: str) -> list[StepRecord]:
+        with self._lock:
+            run = self._live(run_id)
+            items = [] if run is None else list(run.steps.items())
+        records = [StepRecord.decode(d, where=f"run {run_id!r} key {k!r}") for k, d in items]
+        records.sort(key=lambda r: r.seq)
+        return records
+
+    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        for record in self.load_steps(run_id):
+            if record.step_id == step_id:
+                return record
+        return None
+
+    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        with self._lock:
+            run = self._ensure(run_id, time.time())
+            if step_id is None:
+                run.heads.pop(branch, None)
+            else:
+                run.heads[branch] = step_id
+
+    def get_heads(self, run_id: str) -> dict[str, str]:
+        with self._lock:
+            run = self._live(run_id)
+            return {} if run is None else dict(run.heads)
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        with self._lock:
+            run = self._ensure(run_id, now)
+            if run.lease is not None:
+                holder, expires = run.lease
+                if holder != owner and expires > now and not lease_owner_is_dead(holder):
+                    return LeaseResult((False, holder, expires - now))
+            run.lease = (owner, now + ttl)
+            return LeaseResult((True, owner, ttl))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None and run.lease is not None and run.lease[0] == owner:
+                run.lease = None
+
+
+def _copy(info: RunInfo) -> RunInfo:
+    metrics = RunMetrics()
+    metrics.add(info.metrics)
+    return RunInfo(
+        info.run_id,
+        info.status,
+        info.created_at,
+        info.updated_at,
+        info.expires_at,
+        metrics,
+        dict(info.meta),
+    )

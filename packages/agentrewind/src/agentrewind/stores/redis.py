@@ -1,0 +1,273 @@
+"""Redis store: shared between processes and machines; runs on Redis Cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
+from ..records import RunInfo, RunMetrics, StepRecord
+from . import _redis_keys as K
+from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+
+try:
+    import redis as _redis
+    from redis.cluster import RedisCluster
+except ImportError as exc:  # pragma: no cover - exercised in the core session without redis
+    raise ImportError(
+        'the Redis store needs the redis client: pip install "agentrewind[redis]"'
+    ) from exc
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+_OUR_PARAMS = ("namespace", "prefix", "cluster")
+
+
+def redact(url: str) -> str:
+    """Return `url` with any password replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class RedisStore(Store):
+    """Runs and steps in Redis (or Redis Cluster), core commands only.
+
+    Args:
+        url: `redis://[user:password@]host:port/db` or `rediss://` for TLS. A server with
+            cluster mode enabled is detected and used through `RedisCluster`; `?cluster=1`
+            forces it.
+        namespace: Key prefix segment; nothing in one namespace is visible from another.
+        prefix: First segment of every key (default `ar`).
+        socket_timeout: Seconds before a command to an unresponsive server fails.
+    """
+
+    scheme = "redis"
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str = "default",
+        prefix: str = "ar",
+        cluster: bool | None = None,
+        socket_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(url=redact(url), namespace=namespace)
+        self.prefix = prefix
+        options: dict[str, Any] = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": min(socket_timeout, 2.0),
+        }
+        with self._errors():
+            if cluster is None:
+                probe = _redis.Redis.from_url(url, **options)
+                try:
+                    info = probe.info("cluster")
+                finally:
+                    probe.close()
+                cluster = bool(info.get("cluster_enabled"))
+            self.cluster = cluster
+            self.client: Any = (
+                RedisCluster.from_url(url, **options)
+                if cluster
+                else _redis.Redis.from_url(url, **options)
+            )
+            self._scripts = {
+                name: self.client.register_script(getattr(K, name))
+                for name in (
+                    "PUT_STEPS",
+                    "BEGIN_RUN",
+                    "END_RUN",
+                    "SET_TTL",
+                    "SET_HEAD",
+                    "ACQUIRE_LEASE",
+                    "RELEASE_LEASE",
+                )
+            }
+            self._check_schema()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisStore:
+        """Build from a URL whose query may carry `namespace`, `prefix` and `cluster`."""
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        ours = {k: query.pop(k) for k in _OUR_PARAMS if k in query}
+        clean = urlunsplit(parts._replace(query=urlencode(query)))
+        if "cluster" in ours:
+            kwargs.setdefault("cluster", ours["cluster"].lower() in ("1", "true", "yes"))
+        if "prefix" in ours:
+            kwargs.setdefault("prefix", ours["prefix"])
+        if "namespace" in ours:
+            kwargs.setdefault("namespace", ours["namespace"])
+        return cls(clean, **kwargs)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except (_redis.ConnectionError, _redis.TimeoutError) as exc:
+            raise StoreUnavailableError(
+                f"Redis at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
+                "the operation was not applied"
+            ) from exc
+        except _redis.AuthenticationError as exc:
+            raise StoreUnavailableError(f"Redis at {self.url} refused the credentials") from exc
+        except _redis.RedisError as exc:
+            # A cluster that lost its nodes raises its own error types; all mean "unavailable".
+            if "cluster" in type(exc).__name__.lower() or "connection" in str(exc).lower():
+                raise StoreUnavailableError(f"Redis at {self.url}: {exc}") from exc
+            raise StoreError(f"Redis at {self.url}: {exc}") from exc
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        with self._errors():
+            return fn()
+
+    def _check_schema(self) -> None:
+        key = K.SCHEMA_KEY.format(prefix=self.prefix)
+        self.client.set(key, SCHEMA_VERSION, nx=True)
+        raw = self.client.get(key)
+        current = int(raw) if raw is not None else SCHEMA_VERSION
+        if current > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"Redis at {self.url} (prefix {self.prefix!r}) has schema version {current}; this "
+                f"agentrewind knows up to {SCHEMA_VERSION}: upgrade agentrewind"
+            )
+
+    def _keys(self, run_id: str) -> K.RunKeys:
+        return K.RunKeys.of(self.prefix, self.namespace, run_id)
+
+    def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return self._call(lambda: self._scripts[name](keys=keys, args=args))
+
+    # -- runs -------------------------------------------------------------------------------
+    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        keys = self._keys(run_id)
+        ttl_ms = "" if ttl is None else str(int(ttl * 1000))
+        raw = self._script("BEGIN_RUN", keys.data_keys(), [time.time(), ttl_ms, "running"])
+        index = K.runs_index(self.prefix, self.namespace)
+        self._call(lambda: self.client.zadd(index, {run_id: time.time()}, nx=True))
+        it = iter(raw)
+        return _run_info(run_id, dict(zip(it, it, strict=True)))
+
+    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        args = [time.time(), status, json.dumps(metrics.as_dict())]
+        self._script("END_RUN", self._keys(run_id).data_keys(), args)
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        raw = self._call(lambda: self.client.hgetall(self._keys(run_id).run))
+        return _run_info(run_id, raw) if raw else None
+
+    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        index = K.runs_index(self.prefix, self.namespace)
+        ids = [i.decode() for i in self._call(lambda: self.client.zrange(index, 0, -1))]
+        infos: list[RunInfo] = []
+        gone: list[str] = []
+        # Per-run hashes live in different slots on a cluster, so fetch them one by one in a
+        # non-transactional pipeline (the client splits it per node).
+        with self._errors():
+            pipe = self.client.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.hgetall(self._keys(run_id).run)
+            results = pipe.execute()
+        for run_id, raw in zip(ids, results, strict=True):
+            if raw:
+                infos.append(_run_info(run_id, raw))
+            else:
+                gone.append(run_id)
+        if gone:
+            self._call(lambda: self.client.zrem(index, *gone))
+        infos.sort(key=lambda r: r.updated_at, reverse=True)
+        return infos[:limit]
+
+    def delete_run(self, run_id: str) -> bool:
+        keys = self._keys(run_id)
+        deleted = self._call(lambda: self.client.delete(*keys.all()))
+        self._call(lambda: self.client.zrem(K.runs_index(self.prefix, self.namespace), run_id))
+        return bool(deleted)
+
+    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+        ttl_ms = "" if ttl is None else str(max(int(ttl * 1000), 1))
+        self._script("SET_TTL", self._keys(run_id).data_keys(), [time.time(), ttl_ms])
+
+    def _purge_expired(self) -> int:
+        return 0  # Redis expires keys itself; list_runs drops their index entries.
+
+    # -- steps ------------------------------------------------------------------------------
+    def put_steps(self, records: list[StepRecord]) -> None:
+        by_run: dict[str, list[Any]] = {}
+        for r in records:
+            by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode()))
+        for run_id, args in by_run.items():
+            self._script("PUT_STEPS", self._keys(run_id).data_keys(), [time.time(), *args])
+
+    def load_steps(self, run_id: str) -> list[StepRecord]:
+        raw = self._call(lambda: self.client.hgetall(self._keys(run_id).steps))
+        records = [
+            StepRecord.decode(data, where=f"run {run_id!r} key {key.decode()!r}")
+            for key, data in raw.items()
+        ]
+        records.sort(key=lambda r: r.seq)
+        return records
+
+    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        keys = self._keys(run_id)
+        key = self._call(lambda: self.client.hget(keys.ids, step_id))
+        if key is None:
+            return None
+        data = self._call(lambda: self.client.hget(keys.steps, key))
+        return None if data is None else StepRecord.decode(data, where=f"run {run_id!r}")
+
+    # -- heads ------------------------------------------------------------------------------
+    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        args = [time.time(), branch, step_id or ""]
+        self._script("SET_HEAD", self._keys(run_id).data_keys(), args)
+
+    def get_heads(self, run_id: str) -> dict[str, str]:
+        raw = self._call(lambda: self.client.hgetall(self._keys(run_id).heads))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        key = self._keys(run_id).lease
+        ttl_ms = max(int(ttl * 1000), 1)
+        ok, holder, pttl = self._script("ACQUIRE_LEASE", [key], [owner, ttl_ms, ""])
+        holder = holder.decode() if isinstance(holder, bytes) else holder
+        if not ok and lease_owner_is_dead(holder):
+            ok, holder, pttl = self._script("ACQUIRE_LEASE", [key], [owner, ttl_ms, holder])
+            holder = holder.decode() if isinstance(holder, bytes) else holder
+        return LeaseResult((bool(ok), holder, max(int(pttl), 0) / 1000))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        self._script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+        super().close()
+
+
+def _run_info(run_id: str, raw: dict[bytes, bytes]) -> RunInfo:
+    def get(name: str) -> str | None:
+        value = raw.get(name.encode())
+        return None if value is None else value.decode()
+
+    updated = float(get("updated_at") or 0)
+    ttl_ms = get("ttl_ms")
+    metrics_text = get("metrics")
+    metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
+    return RunInfo(
+        run_id=run_id,
+        status=get("status") or "running",
+        created_at=float(get("created_at") or updated),
+        updated_at=updated,
+        expires_at=updated + int(ttl_ms) / 1000 if ttl_ms else None,
+        metrics=metrics,
+    )

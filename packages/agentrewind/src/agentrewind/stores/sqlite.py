@@ -1,0 +1,177 @@
+"""SQLite store: the embedded default."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from ..errors import SchemaVersionError, StoreError
+from ..records import RunInfo, RunMetrics, StepRecord
+from . import _sql
+from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._sqlite_db import SQLiteDatabase
+
+__all__ = ["SQLiteStore"]
+
+
+class SQLiteStore(Store):
+    """Runs and steps in one SQLite file (WAL).
+
+    Args:
+        path: Database file.
+        namespace: Nothing in one namespace is visible from another.
+        durability: `"normal"` (default) or `"full"` (fsync every commit).
+        busy_timeout: Seconds one write attempt waits for the lock; three more attempts follow.
+    """
+
+    scheme = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        namespace: str = "default",
+        durability: str = "normal",
+        busy_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(url=f"sqlite:///{path}", namespace=namespace)
+        self.db = SQLiteDatabase(path, durability=durability, busy_timeout=busy_timeout)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.db.write() as conn:
+            conn.execute(_sql.SCHEMA_TABLE)
+            row = conn.execute(_sql.GET_SCHEMA).fetchone()
+            current = 0 if row is None else int(row[0])
+            if current > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.db.path} has schema version {current}; this agentrewind knows up to "
+                    f"{SCHEMA_VERSION}: upgrade agentrewind (nothing was changed)"
+                )
+            if current < SCHEMA_VERSION:
+                for statements in _sql.MIGRATIONS[current:SCHEMA_VERSION]:
+                    for statement in statements:
+                        conn.execute(statement)
+                conn.execute("DELETE FROM ar_schema_version")
+                conn.execute(
+                    "INSERT INTO ar_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
+                )
+
+    # -- runs -------------------------------------------------------------------------------
+    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        with self.db.write() as conn:
+            conn.execute(_sql.UPSERT_RUN, (self.namespace, run_id, "running", time.time(), ttl))
+        info = self.get_run(run_id)
+        assert info is not None
+        return info
+
+    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        with self.db.write() as conn:
+            conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
+            row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, 0)).fetchone()
+            total = _metrics(row[5])
+            total.add(metrics)
+            conn.execute(
+                _sql.END_RUN,
+                (self.namespace, run_id, status, json.dumps(total.as_dict()), time.time()),
+            )
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        with self.db.read() as conn:
+            row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, time.time())).fetchone()
+        return None if row is None else _run_info(row)
+
+    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        with self.db.read() as conn:
+            rows = conn.execute(_sql.LIST_RUNS, (self.namespace, time.time(), limit)).fetchall()
+        return [_run_info(r) for r in rows]
+
+    def delete_run(self, run_id: str) -> bool:
+        with self.db.write() as conn:
+            return self._delete_run_txn(conn, self.namespace, run_id)
+
+    @staticmethod
+    def _delete_run_txn(conn: sqlite3.Connection, ns: str, run_id: str) -> bool:
+        deleted = 0
+        for statement in _sql.DELETE_RUN:
+            deleted = conn.execute(statement, (ns, run_id)).rowcount
+        return deleted > 0
+
+    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+        with self.db.write() as conn:
+            conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
+            conn.execute(_sql.SET_TTL, (self.namespace, run_id, ttl))
+
+    def _purge_expired(self) -> int:
+        with self.db.write() as conn:
+            expired = conn.execute(_sql.EXPIRED_RUNS, (time.time(),)).fetchall()
+            for ns, run_id in expired:
+                self._delete_run_txn(conn, ns, run_id)
+        return len(expired)
+
+    # -- steps ------------------------------------------------------------------------------
+    def put_steps(self, records: list[StepRecord]) -> None:
+        rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
+        now = time.time()
+        with self.db.write() as conn:
+            conn.executemany(_sql.UPSERT_STEP, rows)
+            for run_id in {r.run_id for r in records}:
+                conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, now))
+
+    def load_steps(self, run_id: str) -> list[StepRecord]:
+        if self.get_run(run_id) is None:
+            return []
+        with self.db.read() as conn:
+            rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
+        return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
+
+    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(_sql.GET_STEP, (self.namespace, run_id, step_id)).fetchone()
+        return None if row is None else StepRecord.decode(row[1], where=f"run {run_id!r}")
+
+    # -- heads ------------------------------------------------------------------------------
+    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        with self.db.write() as conn:
+            if step_id is None:
+                conn.execute(_sql.DELETE_HEAD, (self.namespace, run_id, branch))
+            else:
+                conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
+                conn.execute(_sql.SET_HEAD, (self.namespace, run_id, branch, step_id))
+
+    def get_heads(self, run_id: str) -> dict[str, str]:
+        with self.db.read() as conn:
+            return dict(conn.execute(_sql.GET_HEADS, (self.namespace, run_id)).fetchall())
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        with self.db.write() as conn:
+            row = conn.execute(_sql.GET_LEASE, (self.namespace, run_id)).fetchone()
+            if row is not None:
+                holder, expires = row
+                if holder != owner and expires > now and not lease_owner_is_dead(holder):
+                    return LeaseResult((False, holder, expires - now))
+            conn.execute(_sql.SET_LEASE, (self.namespace, run_id, owner, now + ttl))
+        return LeaseResult((True, owner, ttl))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        with self.db.write() as conn:
+            conn.execute(_sql.RELEASE_LEASE, (self.namespace, run_id, owner))
+
+    def close(self) -> None:
+        self.db.close()
+        super().close()
+
+
+def _metrics(text: str) -> RunMetrics:
+    try:
+        return RunMetrics(**json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"run metrics are not readable: {exc}") from exc
+
+
+def _run_info(row: tuple[str, str, float, float, float | None, str]) -> RunInfo:
+    return RunInfo(row[0], row[1], row[2], row[3], row[4], _metrics(row[5]))

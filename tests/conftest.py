@@ -1,0 +1,196 @@
+"""Fixtures shared by every test session: real SQLite files, real Redis, a real Redis Cluster.
+
+Redis tests skip with a clear reason when no server can be found, unless
+AGENTREWIND_REQUIRE_REDIS=1 (set by .ci/run), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REDIS_URL = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def _require_redis() -> bool:
+    return os.environ.get("AGENTREWIND_REQUIRE_REDIS") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    if _require_redis():
+        pytest.fail(f"{reason} (AGENTREWIND_REQUIRE_REDIS=1: Redis tests may not be skipped)")
+    pytest.skip(reason)
+
+
+def _redis_up(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server process of our own on a free loopback port."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        cluster: bool = False,
+        port: int | None = None,
+        appendonly: bool = False,
+    ) -> None:
+        self.port = port or free_port()
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(directory),
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--appendonly",
+            "yes" if appendonly else "no",
+        ]
+        if appendonly:
+            args += ["--appendfsync", "always"]
+        if cluster:
+            args += [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+            ]
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while not _redis_up(port=self.port):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    if not _redis_up():
+        skip_or_fail("no Redis server on 127.0.0.1:6379")
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def redis_server_bin() -> str:
+    path = shutil.which("redis-server")
+    if path is None or shutil.which("redis-cli") is None:
+        skip_or_fail("redis-server/redis-cli not found on PATH")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A 3-master Redis Cluster on free loopback ports, started for this test session."""
+    base = tmp_path_factory.mktemp("cluster")
+    nodes = [RedisServer(base / f"n{i}", cluster=True) for i in range(3)]
+    try:
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *[f"127.0.0.1:{n.port}" for n in nodes],
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            out = subprocess.run(
+                ["redis-cli", "-p", str(nodes[0].port), "cluster", "info"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            if "cluster_state:ok" in out:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster did not become ready: {out}")
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{nodes[0].port}/0"
+    finally:
+        for n in nodes:
+            n.kill()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _cleanup_redis(url: str, namespace: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"ar:{namespace}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    """A store URL for each backend, in a fresh namespace; cleaned up afterwards."""
+    kind = request.param
+    if kind == "memory":
+        yield f"memory://{namespace}"
+    elif kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={namespace}"
+    elif kind == "redis":
+        url = request.getfixturevalue("redis_url")
+        yield f"{url}?namespace={namespace}"
+        _cleanup_redis(url, namespace)
+    else:
+        url = request.getfixturevalue("redis_cluster")
+        yield f"{url}?namespace={namespace}"
