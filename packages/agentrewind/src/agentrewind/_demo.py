@@ -58,3 +58,8 @@ def run_demo(store: Store, out: Any = print) -> None:
         f"\nmetrics: {m.steps} steps recorded, {m.replay_hits} replayed, "
         f"{m.seconds_saved * 1000:.0f} ms saved, {m.failures} failure(s)"
     )
+    from .plugins import demos
+
+    for demo in demos():
+        out("")
+        demo(store, out)

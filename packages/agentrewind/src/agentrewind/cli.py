@@ -140,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-last", type=int, default=None)
     p.add_argument("--older-than", type=float, default=None, help="seconds since last write")
     p.add_argument("--json", action="store_true")
+    from .plugins import load_group
+
+    for register in load_group("agentrewind.cli_commands"):
+        register(sub)
     return parser
 
 
@@ -156,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentrewind` command."""
     args = build_parser().parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        handler = _COMMANDS.get(args.command) or args.func
+        return int(handler(args))
     except AgentRewindError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, overload
 
@@ -297,6 +296,7 @@ class Middleware:
             self.store.close()
 
 
-@functools.cache
 def _adapters() -> tuple[Adapter, ...]:
-    return tuple(ep.load() for ep in entry_points(group="agentrewind.adapters"))
+    from .plugins import load_group
+
+    return load_group("agentrewind.adapters")

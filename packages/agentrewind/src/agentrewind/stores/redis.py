@@ -66,7 +66,7 @@ class RedisStore(Store):
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": min(socket_timeout, 2.0),
         }
-        with self._errors():
+        with self.translate_errors():
             if cluster is None:
                 probe = _redis.Redis.from_url(url, **options)
                 try:
@@ -110,7 +110,8 @@ class RedisStore(Store):
         return cls(clean, **kwargs)
 
     @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
+    def translate_errors(self) -> Iterator[None]:
+        """Map redis-py errors to `StoreUnavailableError` / `StoreError` (for adapters too)."""
         try:
             yield
         except (_redis.ConnectionError, _redis.TimeoutError) as exc:
@@ -127,7 +128,7 @@ class RedisStore(Store):
             raise StoreError(f"Redis at {self.url}: {exc}") from exc
 
     def _call(self, fn: Callable[[], T]) -> T:
-        with self._errors():
+        with self.translate_errors():
             return fn()
 
     def _check_schema(self) -> None:
@@ -172,7 +173,7 @@ class RedisStore(Store):
         gone: list[str] = []
         # Per-run hashes live in different slots on a cluster, so fetch them one by one in a
         # non-transactional pipeline (the client splits it per node).
-        with self._errors():
+        with self.translate_errors():
             pipe = self.client.pipeline(transaction=False)
             for run_id in ids:
                 pipe.hgetall(self._keys(run_id).run)

@@ -1,0 +1,49 @@
+"""Extension points that adapters register through entry points.
+
+- `agentrewind.adapters`: an `Adapter` (`claims(obj)`, `wrap(middleware, obj, **kw)`) used by
+  `Middleware.wrap`.
+- `agentrewind.run_sources`: a `RunSource` that lets the CLI list framework-native runs (for
+  example LangGraph threads and their checkpoints) beside the journal's runs.
+- `agentrewind.cli_commands`: a function `register(subparsers)` adding CLI subcommands; each
+  subparser sets `func=callable(args) -> int` with `set_defaults`.
+- `agentrewind.demos`: a function `demo(store, out)` run by `agentrewind demo` after the core
+  story, when its adapter is installed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from .records import RunInfo, StepRecord
+from .stores import Store
+
+__all__ = ["RunSource", "load_group"]
+
+
+class RunSource(Protocol):
+    """Framework-native runs the CLI can list (`runs`, `log`, `tree`)."""
+
+    name: str
+    """Shown in listings, e.g. `langgraph`."""
+
+    def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
+        """Runs of this source in `store`, most recently updated first."""
+        ...
+
+    def load_steps(self, store: Store, run_id: str) -> list[StepRecord] | None:
+        """Steps (checkpoints...) of one run with `parent_id` links, or None if unknown."""
+        ...
+
+
+@functools.cache
+def load_group(group: str) -> tuple[Any, ...]:
+    """Load every entry point of `group` once per process."""
+    return tuple(ep.load() for ep in entry_points(group=group))
+
+
+def demos() -> tuple[Callable[[Store, Callable[[str], None]], None], ...]:
+    """Demo functions registered by installed adapters."""
+    return load_group("agentrewind.demos")
