@@ -7,6 +7,7 @@ AGENTREWIND_REQUIRE_REDIS=1 (set by .ci/run), which turns the skip into a failur
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -36,10 +37,17 @@ def _redis_up(host: str = "127.0.0.1", port: int = 6379) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(*, cluster: bool = False) -> int:
+    """A free loopback port; for cluster nodes, one whose bus port (+10000) is free too."""
+    if not cluster:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        if not _redis_up(port=port) and not _redis_up(port=port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 class RedisServer:
@@ -53,7 +61,7 @@ class RedisServer:
         port: int | None = None,
         appendonly: bool = False,
     ) -> None:
-        self.port = port or free_port()
+        self.port = port or free_port(cluster=cluster)
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         args = [
@@ -89,13 +97,15 @@ class RedisServer:
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        log = self.directory / "redis.log"
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while not _redis_up(port=self.port):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
+                self.kill()
+                tail = log.read_text(errors="replace")[-500:]
+                raise RuntimeError(f"redis-server on port {self.port} did not start: {tail}")
             time.sleep(0.05)
 
     def kill(self) -> None:
@@ -127,8 +137,16 @@ def redis_server_bin() -> str:
 def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A 3-master Redis Cluster on free loopback ports, started for this test session."""
     base = tmp_path_factory.mktemp("cluster")
-    nodes = [RedisServer(base / f"n{i}", cluster=True) for i in range(3)]
+    nodes: list[RedisServer] = []
     try:
+        for i in range(3):
+            for attempt in range(5):  # a random port can be taken between probe and bind
+                try:
+                    nodes.append(RedisServer(base / f"n{i}-{attempt}", cluster=True))
+                    break
+                except RuntimeError:
+                    if attempt == 4:
+                        raise
         subprocess.run(
             [
                 "redis-cli",

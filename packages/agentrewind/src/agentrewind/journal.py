@@ -29,7 +29,7 @@ from .errors import (
     RunLockedError,
 )
 from .records import RunMetrics, StepRecord
-from .stores._base import make_lease_owner
+from .stores._base import make_lease_owner, retire_lease_owner
 
 if TYPE_CHECKING:
     from .middleware import Middleware
@@ -125,13 +125,21 @@ class Call:
         """Write the `started` marker (for calls with side effects) before executing."""
         record = self._started_record()
         if record is not None:
-            self.run.middleware.store.put_step(record)
+            try:
+                self.run.middleware.store.put_step(record)
+            except BaseException:
+                self.run._release(self)  # it never ran: a retry must reuse this key
+                raise
 
     async def astart(self) -> None:
         """Async twin of `start`."""
         record = self._started_record()
         if record is not None:
-            await self.run.middleware.store.aput_step(record)
+            try:
+                await self.run.middleware.store.aput_step(record)
+            except BaseException:
+                self.run._release(self)
+                raise
 
     @contextmanager
     def executing(self) -> Iterator[None]:
@@ -203,15 +211,26 @@ class Call:
 
 
 class _LeaseKeeper(threading.Thread):
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, renewed_at: float) -> None:
         super().__init__(name=f"agentrewind-lease-{run.run_id}", daemon=True)
         self.owner_run = run
         self.stop = threading.Event()
         self.lost = False
+        self.renewed_at = renewed_at
+
+    @property
+    def expired(self) -> bool:
+        # Not renewed within its ttl (process stopped, store down): another process may have
+        # taken the run over, and even finished it and freed the lease, so never re-take it.
+        return self.lost or time.monotonic() - self.renewed_at >= self.owner_run.lease_ttl
 
     def run(self) -> None:
         r = self.owner_run
         while not self.stop.wait(r.lease_ttl / 3):
+            if self.expired:
+                self.lost = True
+                return
+            sent = time.monotonic()
             try:
                 result = r.middleware.store.acquire_lease(r.run_id, r.owner, r.lease_ttl)
             except Exception:
@@ -219,6 +238,7 @@ class _LeaseKeeper(threading.Thread):
             if not result.acquired:
                 self.lost = True
                 return
+            self.renewed_at = sent
 
 
 class Run:
@@ -258,6 +278,7 @@ class Run:
         self._seq = 0
         self._last_step_id: str | None = None
         self._keeper: _LeaseKeeper | None = None
+        self._lease_at = 0.0
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, recorded={len(self._records)})"
@@ -266,6 +287,7 @@ class Run:
     def _check_lease(self, result: tuple[bool, str, float]) -> None:
         if not result[0]:
             raise RunLockedError(self.run_id, result[1], result[2])
+        self._lease_at = time.monotonic()
 
     def _load(self, records: list[StepRecord]) -> None:
         for record in records:
@@ -275,7 +297,7 @@ class Run:
                 self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
         if records:
             self._last_step_id = records[-1].step_id
-        self._keeper = _LeaseKeeper(self)
+        self._keeper = _LeaseKeeper(self, self._lease_at)
         self._keeper.start()
 
     def _open(self) -> None:
@@ -285,7 +307,7 @@ class Run:
             store.begin_run(self.run_id, ttl=self.ttl)
             self._load(store.load_steps(self.run_id))
         except BaseException:
-            store.release_lease(self.run_id, self.owner)
+            self._drop_lease()
             raise
 
     async def _aopen(self) -> None:
@@ -295,8 +317,25 @@ class Run:
             await store.abegin_run(self.run_id, ttl=self.ttl)
             self._load(await store.aload_steps(self.run_id))
         except BaseException:
-            await store.arelease_lease(self.run_id, self.owner)
+            await self._adrop_lease()
             raise
+
+    def _drop_lease(self) -> None:
+        # Retired even when the store is down, so a retry in this process takes over at once.
+        try:
+            self.middleware.store.release_lease(self.run_id, self.owner)
+        finally:
+            retire_lease_owner(self.owner)
+
+    async def _adrop_lease(self) -> None:
+        try:
+            await self.middleware.store.arelease_lease(self.run_id, self.owner)
+        finally:
+            retire_lease_owner(self.owner)
+
+    def _lease_lost(self) -> bool:
+        # A stale owner must not overwrite the status of a run another process took over.
+        return self._keeper is not None and self._keeper.expired
 
     def _stop_keeper(self, failed: bool) -> None:
         if self._keeper is not None:
@@ -308,17 +347,19 @@ class Run:
         self._stop_keeper(failed)
         store = self.middleware.store
         try:
-            store.end_run(self.run_id, self.status, self.metrics)
+            if not self._lease_lost():
+                store.end_run(self.run_id, self.status, self.metrics)
         finally:
-            store.release_lease(self.run_id, self.owner)
+            self._drop_lease()
 
     async def _aclose(self, failed: bool) -> None:
         self._stop_keeper(failed)
         store = self.middleware.store
         try:
-            await store.aend_run(self.run_id, self.status, self.metrics)
+            if not self._lease_lost():
+                await store.aend_run(self.run_id, self.status, self.metrics)
         finally:
-            await store.arelease_lease(self.run_id, self.owner)
+            await self._adrop_lease()
 
     # -- the replay decision ----------------------------------------------------------------
     def digest(self, key_input: Any) -> str:
@@ -353,7 +394,7 @@ class Run:
                 the same site remain unconsumed.
             RunLockedError: The lease was lost to another process.
         """
-        if self._keeper is not None and self._keeper.lost:
+        if self._keeper is not None and self._keeper.expired:
             raise RunLockedError(self.run_id, "another process", 0.0)
         base = f"{kind}:{name}:{self.digest(key_input)}"
         policy = on_incomplete or self.on_incomplete
@@ -435,7 +476,14 @@ class Run:
             else:
                 self._seq += 1
                 seq = self._seq
-            parent = self._last_step_id if self._last_step_id != call.step_id else None
+            if (
+                call.record is not None
+                and call.record.step_id == call.step_id
+                and (call.record.status != "completed")
+            ):
+                parent = call.record.parent_id  # keep the link its `started` record made
+            else:
+                parent = self._last_step_id
             record = StepRecord(
                 run_id=self.run_id,
                 step_id=call.step_id,

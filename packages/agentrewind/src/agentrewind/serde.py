@@ -20,6 +20,7 @@ import json
 import pickle
 import sys
 import uuid
+import zoneinfo
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -134,6 +135,9 @@ class Serializer:
         if isinstance(value, bytes | bytearray):
             return {TAG: "bytes", "v": base64.b64encode(bytes(value)).decode()}
         if isinstance(value, dt.datetime):
+            if isinstance(value.tzinfo, zoneinfo.ZoneInfo) and value.tzinfo.key:
+                wall = value.replace(tzinfo=None).isoformat()
+                return {TAG: "datetime", "v": wall, "tz": value.tzinfo.key, "fold": value.fold}
             return {TAG: "datetime", "v": value.isoformat()}
         if isinstance(value, dt.date):
             return {TAG: "date", "v": value.isoformat()}
@@ -202,7 +206,11 @@ class Serializer:
             case "bytes":
                 return base64.b64decode(payload)
             case "datetime":
-                return dt.datetime.fromisoformat(payload)
+                when = dt.datetime.fromisoformat(payload)
+                if "tz" in tree:
+                    zone = zoneinfo.ZoneInfo(tree["tz"])
+                    return when.replace(tzinfo=zone, fold=int(tree.get("fold", 0)))
+                return when
             case "date":
                 return dt.date.fromisoformat(payload)
             case "time":

@@ -15,7 +15,13 @@ from typing import ParamSpec, TypeVar
 
 from ..records import RunInfo, RunMetrics, StepRecord
 
-__all__ = ["LeaseResult", "Store", "lease_owner_is_dead", "make_lease_owner"]
+__all__ = [
+    "LeaseResult",
+    "Store",
+    "lease_owner_is_dead",
+    "make_lease_owner",
+    "retire_lease_owner",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -24,17 +30,27 @@ SCHEMA_VERSION = 1
 """Version of the stores' layout; `connect` refuses a store written by a newer one."""
 
 _HOST = socket.gethostname()
+_LIVE_OWNERS: set[str] = set()  # owners made in this process and not yet retired
 
 
 def make_lease_owner() -> str:
     """Return a lease owner id `host:pid:token` unique to this process and run."""
-    return f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+    owner = f"{_HOST}:{os.getpid()}:{os.urandom(4).hex()}"
+    _LIVE_OWNERS.add(owner)
+    return owner
+
+
+def retire_lease_owner(owner: str) -> None:
+    """Mark `owner` finished: a lease it could not release is then free to this process."""
+    _LIVE_OWNERS.discard(owner)
 
 
 def lease_owner_is_dead(owner: str) -> bool:
     """True when `owner` names a process on this host that no longer exists.
 
-    A SIGKILLed run then resumes at once instead of waiting for its lease to expire.
+    A SIGKILLed run then resumes at once instead of waiting for its lease to expire. In this
+    process, an owner retired by `retire_lease_owner` (its run ended, perhaps unable to release
+    its lease because the store was down) counts as dead too.
     """
     host, _, rest = owner.partition(":")
     pid_s = rest.partition(":")[0]
@@ -42,7 +58,7 @@ def lease_owner_is_dead(owner: str) -> bool:
         return False
     pid = int(pid_s)
     if pid == os.getpid():
-        return False
+        return owner not in _LIVE_OWNERS
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
