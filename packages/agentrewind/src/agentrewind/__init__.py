@@ -7,6 +7,22 @@ failed run with the same id and what finished replays (no tokens spent, no tool 
 from __future__ import annotations
 
 from ._context import current_run, idempotency_key
+from ._diff import diff_states
+from ._events import Subscription, TimelineEvent
+from ._safe import CheckpointContext, RecoveryError, checkpoint_context, get_timeline, step
+from .document import (
+    DocumentError,
+    RunDocument,
+    RunNotFoundError,
+    ValidationIssue,
+    emit,
+    export_run,
+    fork_run,
+    import_run,
+    parse,
+    resume_from,
+    validate,
+)
 from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
@@ -25,29 +41,49 @@ from .errors import (
 from .journal import Call, CallEvent, Run
 from .middleware import Middleware, RunContext
 from .records import RunInfo, RunMetrics, StepRecord
+from .recovery import (
+    AlternativePathStrategy,
+    CompositeStrategy,
+    DegradeGracefully,
+    RecoveryStrategy,
+    RetryWithBackoff,
+)
 from .serde import Codec, Serializer, register_codec
 from .stores import MemoryStore, SQLiteStore, Store, connect
+from .timeline import Branch, Checkpoint, Timeline, TimelineError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
+    "AlternativePathStrategy",
+    "Branch",
     "Call",
     "CallEvent",
+    "Checkpoint",
+    "CheckpointContext",
     "Codec",
+    "CompositeStrategy",
     "CorruptRecordError",
+    "DegradeGracefully",
     "DivergenceError",
     "DivergenceWarning",
+    "DocumentError",
     "IncompleteStepError",
     "MemoryStore",
     "Middleware",
     "RecordedStepError",
+    "RecoveryError",
+    "RecoveryStrategy",
+    "RetryWithBackoff",
     "Run",
     "RunContext",
+    "RunDocument",
     "RunInfo",
     "RunLockedError",
     "RunMetrics",
+    "RunNotFoundError",
     "SQLiteStore",
     "SchemaVersionError",
     "SerializationError",
@@ -57,9 +93,25 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
+    "Subscription",
+    "Timeline",
+    "TimelineError",
+    "TimelineEvent",
+    "ValidationIssue",
     "__version__",
+    "checkpoint_context",
     "connect",
     "current_run",
+    "diff_states",
+    "emit",
+    "export_run",
+    "fork_run",
+    "get_timeline",
     "idempotency_key",
+    "import_run",
+    "parse",
     "register_codec",
+    "resume_from",
+    "step",
+    "validate",
 ]

@@ -1,4 +1,7 @@
-"""`agentrewind demo`: an offline run that fails part-way, then resumes with replay."""
+"""`agentrewind demo`: a run fails and resumes with replay; a timeline branches and merges.
+
+Everything is offline and deterministic: simulated APIs, no LLM.
+"""
 
 from __future__ import annotations
 
@@ -58,8 +61,54 @@ def run_demo(store: Store, out: Any = print) -> None:
         f"\nmetrics: {m.steps} steps recorded, {m.replay_hits} replayed, "
         f"{m.seconds_saved * 1000:.0f} ms saved, {m.failures} failure(s)"
     )
+    _timeline_story(store, run_id, out)
     from .plugins import demos
 
     for demo in demos():
         out("")
         demo(store, out)
+
+
+def _timeline_story(store: Store, run_id: str, out: Any) -> None:
+    from .timeline import Timeline
+
+    out(f"\n3) the reply, as a timeline of checkpoints ({run_id}-reply)")
+    tl = Timeline(f"{run_id}-reply", store=store)
+    order = {"order": run_id, "customer": "Ada", "items": ["keyboard", "mouse"]}
+    plan = tl.checkpoint(
+        {**order, "plan": ["thank", "confirm shipping"]}, {"confidence": 0.7}, "Planned", "plan"
+    )
+    generic = tl.checkpoint(
+        {**order, "plan": plan.state["plan"], "draft": "Thanks for your order."},
+        {"confidence": 0.4},
+        "Generic draft",
+        "draft",
+    )
+    out(f"    checkpoint {generic.id[-10:]}: a generic draft (confidence 0.4)")
+    tl.rollback()
+    out(f"    rolled back to {plan.id[-10:]} (the draft stays in the tree)")
+    tl.branch("personal-touch")
+    draft = "Hi Ada, your keyboard and mouse ship today. Thank you!"
+    tl.checkpoint(
+        {**order, "plan": plan.state["plan"], "draft": draft},
+        {"confidence": 0.9},
+        "Personal draft",
+        "draft",
+    )
+    out("    explored branch personal-touch: a personal draft (confidence 0.9)")
+    tl.switch_branch("main")
+    merged = tl.merge("personal-touch", strategy="prefer_higher_confidence")
+    out(f"    merged personal-touch into main -> {merged.id[-10:]}: {tl.get_state()['draft']!r}")
+    out("")
+    for line in tl.visualize_tree().splitlines():
+        out(f"    {line}")
+    changes = tl.diff(plan.id, merged.id)
+    out(f"    diff plan -> merge: added {', '.join(changes['added']) or '-'}")
+    m = store.get_run(run_id)
+    if m is not None:
+        saved = m.metrics
+        out(
+            f"\n4) what replay saved on {run_id}: {saved.replay_hits} call(s) not re-run, "
+            f"{saved.seconds_saved * 1000:.0f} ms, {saved.tokens_saved} tokens"
+        )
+    out(f"    try: agentrewind --store {store.url} tree {tl.name}")

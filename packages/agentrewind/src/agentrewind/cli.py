@@ -1,55 +1,39 @@
-"""The `agentrewind` command line."""
+"""The `agentrewind` command line: inspect, fork, move and prune recorded runs."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from . import _cli_views as views
+from ._cli_views import dumps, open_store
+from ._tree import short_id
+from .document import DocumentError, RunNotFoundError, emit, export_run, import_run, parse
 from .errors import AgentRewindError
-from .stores import Store, connect, default_url
+from .records import RunMetrics
+from .stores import default_url
 
 
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _open(args: argparse.Namespace) -> Store:
-    return connect(args.store, namespace=args.namespace)
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo
 
-    with _open(args) as store:
+    with open_store(args) as store:
         run_demo(store)
     return 0
 
 
-def _cmd_runs(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        runs = store.list_runs(limit=args.limit)
-    if args.json:
-        print(json.dumps([_run_json(r) for r in runs], indent=2))
-        return 0
-    if not runs:
-        print(f"no runs in {store.url} (namespace {store.namespace})")
-        return 0
-    print(f"{'RUN':<36} {'STATUS':<10} {'STEPS':>5} {'REPLAYED':>8}  UPDATED")
-    for r in runs:
-        print(
-            f"{r.run_id:<36} {r.status:<10} {r.metrics.steps:>5} {r.metrics.replay_hits:>8}  "
-            f"{_when(r.updated_at)}"
-        )
-    return 0
-
-
-def _run_json(r: Any) -> dict[str, Any]:
+def _run_json(r: Any, source: str = "agentrewind") -> dict[str, Any]:
     return {
         "run_id": r.run_id,
+        "source": source,
         "status": r.status,
         "created_at": r.created_at,
         "updated_at": r.updated_at,
@@ -58,66 +42,123 @@ def _run_json(r: Any) -> dict[str, Any]:
     }
 
 
-def _cmd_log(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        if store.get_run(args.run) is None:
-            print(f"error: no run {args.run!r} in {store.url}", file=sys.stderr)
-            return 1
-        steps = store.load_steps(args.run)
+def _cmd_runs(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        runs = views.all_runs(store, args.limit)
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "step_id": s.step_id,
-                        "seq": s.seq,
-                        "key": s.key,
-                        "kind": s.kind,
-                        "name": s.name,
-                        "status": s.status,
-                        "parent_id": s.parent_id,
-                        "meta": s.meta,
-                    }
-                    for s in steps
-                ],
-                indent=2,
-            )
-        )
+        print(dumps([_run_json(r, source) for source, r in runs]))
         return 0
+    if not runs:
+        print(f"no runs in {store.url} (namespace {store.namespace})")
+        return 0
+    print(f"{'RUN':<36} {'SOURCE':<12} {'STATUS':<10} {'STEPS':>5} {'REPLAYED':>8}  UPDATED")
+    for source, r in runs:
+        print(
+            f"{r.run_id:<36} {source:<12} {r.status:<10} {r.metrics.steps:>5} "
+            f"{r.metrics.replay_hits:>8}  {_when(r.updated_at)}"
+        )
+    return 0
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        source, steps = views.run_steps(store, args.run)
+        if args.branch:
+            from .timeline import Timeline
+
+            wanted = {c.id for c in Timeline(args.run, store=store, events=False).history(
+                args.branch, limit=args.limit or 1_000_000_000)}  # fmt: skip
+            steps = [s for s in steps if s.step_id in wanted]
+    if args.limit:
+        steps = steps[-args.limit :]
+    if args.json:
+        print(dumps([views.step_json(s) for s in steps]))
+        return 0
+    print(f"run {args.run} ({source}): {len(steps)} step(s)")
     for s in steps:
-        ms = float(s.meta.get("duration", 0.0)) * 1000
-        print(f"{s.seq:>5}  {s.status:<9} {s.kind:<6} {s.name:<28} {ms:8.1f} ms  {s.step_id}")
+        ms = float(s.meta.get("duration", 0.0) or 0.0) * 1000
+        label = s.meta.get("description") or s.name
+        print(
+            f"{s.seq:>5}  {s.status:<9} {s.kind:<10} {label[:40]:<40} {ms:8.1f} ms  "
+            f"{short_id(s.step_id)}"
+        )
     return 0
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        runs = [store.get_run(args.run)] if args.run else store.list_runs(limit=1_000_000)
-    if args.run and runs[0] is None:
-        print(f"error: no run {args.run!r}", file=sys.stderr)
-        return 1
-    from .records import RunMetrics
-
+    with open_store(args) as store:
+        if args.run:
+            info = store.get_run(args.run)
+            if info is None:
+                raise RunNotFoundError(
+                    f"no run {args.run!r} in {store.url} (namespace {store.namespace})"
+                )
+            runs = [info]
+        else:
+            runs = store.list_runs(limit=1_000_000)
     total = RunMetrics()
     for r in runs:
-        if r is not None:
-            total.add(r.metrics)
+        total.add(r.metrics)
     if args.json:
-        print(json.dumps(total.as_dict(), indent=2))
+        print(dumps({**total.as_dict(), "runs": len(runs)}))
         return 0
+    print(f"runs             {len(runs)}")
     print(f"steps recorded   {total.steps}")
     print(f"replay hits      {total.replay_hits}")
     print(f"seconds saved    {total.seconds_saved:.3f}")
     print(f"tokens saved     {total.tokens_saved}")
     print(f"failures         {total.failures}")
+    print(f"reruns           {total.reruns}")
     return 0
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_store(args) as store:
         deleted = store.prune(keep_last=args.keep_last, older_than=args.older_than)
-    print(json.dumps({"deleted": deleted}) if args.json else f"deleted {deleted} run(s)")
+    print(dumps({"deleted": deleted}) if args.json else f"deleted {deleted} run(s)")
     return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        doc = export_run(
+            store,
+            args.run,
+            task_summary=args.task_summary,
+            retry_strategy=args.retry_strategy,
+            executor_hint=args.executor_hint,
+            remaining_steps=args.remaining or None,
+        )
+    text = emit(doc)
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"exported run {args.run} ({len(doc.steps)} step(s), {doc.status}) to {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    try:
+        doc = parse(raw)
+    except DocumentError as exc:
+        if args.json:
+            print(dumps({"valid": False, "issues": [vars_of(i) for i in exc.issues]}))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with open_store(args) as store:
+        run_id = import_run(store, doc, run_id=args.run_id, replace=args.replace)
+    if args.json:
+        print(dumps({"valid": True, "run_id": run_id, "steps": len(doc.steps)}))
+    else:
+        print(f"imported run {run_id} ({len(doc.steps)} step(s), {doc.status}) into {store.url}")
+    return 0
+
+
+def vars_of(issue: Any) -> dict[str, str]:
+    """A validation issue as JSON data."""
+    return {"field": issue.field, "message": issue.message}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,20 +167,52 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", default=None, help=f"store URL (default: {default_url()})")
     parser.add_argument("--namespace", default=None, help="store namespace (default: default)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="offline demo: a run fails, resumes, and replays")
-    p = sub.add_parser("runs", help="list runs, newest first")
+
+    def command(name: str, help: str, *, listing: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        if listing:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    command("demo", "offline demo: a run fails and resumes with replay; a timeline branches "
+            "and merges", listing=False)  # fmt: skip
+    p = command("runs", "list runs (and runs of installed run sources), newest first")
     p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("log", help="list the steps of a run")
+    p = command("log", "list the steps of a run")
     p.add_argument("run")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("metrics", help="steps, replay hits, seconds and tokens saved")
+    p.add_argument("--branch", help="only the history of this timeline branch")
+    p.add_argument("--limit", type=int, default=0, help="only the last N steps")
+    p = command("tree", "show a run's steps as a tree (branches, statuses, ids)")
+    p.add_argument("run")
+    p = command("branches", "list a run's branches and their heads")
+    p.add_argument("run")
+    p = command("show", "show one step: fields, meta and output")
+    p.add_argument("run")
+    p.add_argument("step", help="step id, its last digits, or a branch name")
+    p = command("diff", "compare two states: RUN, RUN@STEP or RUN@BRANCH (or refs with --run)")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--run", help="A and B are steps or branches of this run")
+    p = command("metrics", "steps, replay hits, tokens and seconds saved, failures")
     p.add_argument("run", nargs="?")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("prune", help="delete expired, old or surplus runs")
+    p = command("fork", "copy a run's history up to a step into a new run")
+    p.add_argument("run")
+    p.add_argument("--at", required=True, help="the last step to copy")
+    p.add_argument("--to", required=True, help="the new run id")
+    p = command("prune", "delete expired, old or surplus runs")
     p.add_argument("--keep-last", type=int, default=None)
     p.add_argument("--older-than", type=float, default=None, help="seconds since last write")
-    p.add_argument("--json", action="store_true")
+    p = command("export", "write a run as a portable JSON document", listing=False)
+    p.add_argument("run")
+    p.add_argument("-o", "--output", help="file to write (default: stdout)")
+    p.add_argument("--task-summary")
+    p.add_argument("--retry-strategy", choices=["resume", "restart", "escalate"])
+    p.add_argument("--executor-hint")
+    p.add_argument("--remaining", action="append", help="a step still to do (repeatable)")
+    p = command("import", "validate a run document and import it into the store")
+    p.add_argument("file", help="document path, or - for stdin")
+    p.add_argument("--run-id", help="import under another run id")
+    p.add_argument("--replace", action="store_true", help="replace an existing run")
     from .plugins import load_group
 
     for register in load_group("agentrewind.cli_commands"):
@@ -151,21 +224,37 @@ _COMMANDS = {
     "demo": _cmd_demo,
     "runs": _cmd_runs,
     "log": _cmd_log,
+    "tree": views.cmd_tree,
+    "branches": views.cmd_branches,
+    "show": views.cmd_show,
+    "diff": views.cmd_diff,
     "metrics": _cmd_metrics,
+    "fork": views.cmd_fork,
     "prune": _cmd_prune,
+    "export": _cmd_export,
+    "import": _cmd_import,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `agentrewind` command."""
+    """Entry point of the `agentrewind` command.
+
+    Returns 0 on success, 1 for an unknown run or step or an invalid document, 2 when the
+    store cannot be reached or another error stops the command.
+    """
     args = build_parser().parse_args(argv)
     try:
         handler = _COMMANDS.get(args.command) or args.func
         return int(handler(args))
-    except AgentRewindError as exc:
+    except RunNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (AgentRewindError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:
+    except BrokenPipeError:  # pragma: no cover - `agentrewind log | head`
+        return 0
+    except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

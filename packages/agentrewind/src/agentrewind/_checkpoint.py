@@ -1,0 +1,154 @@
+"""The values a `Timeline` hands out: checkpoints and branches, and its error type."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from .errors import AgentRewindError
+from .records import StepRecord
+from .serde import Serializer
+
+__all__ = [
+    "HEAD",
+    "Branch",
+    "Checkpoint",
+    "TimelineError",
+    "check_branch_name",
+    "record_meta",
+    "state_hash",
+]
+
+HEAD = "HEAD"
+"""Reserved head name whose value is the current branch (like git's `.git/HEAD`)."""
+
+
+class TimelineError(AgentRewindError, ValueError):
+    """A timeline operation that cannot be done (unknown branch or checkpoint, bad name...)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class Checkpoint:
+    """A saved state of the agent. `state` decodes a fresh copy on every access.
+
+    Attributes:
+        id: Unique, time-ordered id (the step id).
+        hash: First 16 hex digits of the SHA-256 of the state's canonical JSON.
+        parent_id: The checkpoint before it on its branch (None for a root).
+        branch: The branch it was written on.
+        description: Human-readable description.
+        logic_step: Name of the reasoning step.
+        metadata: What the caller passed (confidence, tokens...).
+        timestamp: Unix time it was written.
+        parents: Every parent; two for a merge (`parent_id` first).
+        failed: Written by `safe_execute` for an attempt that raised.
+    """
+
+    id: str
+    hash: str
+    parent_id: str | None
+    branch: str
+    description: str
+    logic_step: str
+    metadata: dict[str, Any]
+    timestamp: float
+    parents: tuple[str, ...]
+    failed: bool
+    tree: Any = dataclasses.field(repr=False)
+    serializer: Serializer = dataclasses.field(repr=False)
+
+    @property
+    def state(self) -> Any:
+        """The saved state (a new copy each time)."""
+        return self.serializer.from_tree(self.tree)
+
+    @property
+    def is_merge(self) -> bool:
+        """True when the checkpoint has two parents."""
+        return len(self.parents) > 1
+
+    @classmethod
+    def from_record(cls, record: StepRecord, serializer: Serializer) -> Checkpoint:
+        """Rebuild a checkpoint from its stored step."""
+        meta = record.meta
+        parents = tuple(p for p in meta.get("parents", ()) if p) or (
+            (record.parent_id,) if record.parent_id else ()
+        )
+        return cls(
+            id=record.step_id,
+            hash=meta.get("hash") or state_hash(record.output),
+            parent_id=record.parent_id,
+            branch=meta.get("branch", "main"),
+            description=meta.get("description", ""),
+            logic_step=meta.get("logic_step", ""),
+            metadata=serializer.from_tree(meta.get("metadata", {})),
+            timestamp=record.created_at,
+            parents=parents,
+            failed=record.status == "failed",
+            tree=record.output,
+            serializer=serializer,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly summary (the state as its serializer tree)."""
+        return {
+            "id": self.id,
+            "hash": self.hash,
+            "parent_id": self.parent_id,
+            "parents": list(self.parents),
+            "branch": self.branch,
+            "description": self.description,
+            "logic_step": self.logic_step,
+            "metadata": self.metadata,
+            "timestamp": self.timestamp,
+            "failed": self.failed,
+            "state": self.tree,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Branch:
+    """A named head of the timeline."""
+
+    name: str
+    head: str | None
+    checkpoint_count: int
+    is_current: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the branch as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+def state_hash(tree: Any) -> str:
+    """Content hash of a serializer tree (canonical JSON, SHA-256, 16 hex digits)."""
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_branch_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip() or name == HEAD or len(name) > 200:
+        raise TimelineError(f"invalid branch name {name!r}: use a non-empty name other than HEAD")
+
+
+def record_meta(
+    serializer: Serializer,
+    tree: Any,
+    metadata: dict[str, Any],
+    description: str,
+    logic_step: str,
+) -> dict[str, Any]:
+    """The `meta` of a checkpoint's step: hash, user metadata, confidence, labels."""
+    meta: dict[str, Any] = {"hash": state_hash(tree)}
+    if metadata:
+        meta["metadata"] = serializer.to_tree(metadata)
+        confidence = metadata.get("confidence")
+        if isinstance(confidence, int | float) and not isinstance(confidence, bool):
+            meta["confidence"] = confidence
+    if description:
+        meta["description"] = description
+    if logic_step:
+        meta["logic_step"] = logic_step
+    return meta

@@ -1,0 +1,74 @@
+"""Text rendering of a tree of steps (timeline checkpoints or journal steps).
+
+Straight runs of single children stay in one column; only forks indent, so a 10,000-step
+linear history renders as 10,000 lines, not 10,000 levels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["TreeNode", "render_tree", "short_id"]
+
+_ICONS = {"active": "●", "head": "◉", "rolled_back": "○", "failed": "✗", "merge": "◆"}
+_COLORS = {"head": "32", "rolled_back": "2", "failed": "31", "merge": "36", "active": "0"}
+
+
+@dataclasses.dataclass(slots=True)
+class TreeNode:
+    """One line of the tree."""
+
+    id: str
+    parent_id: str | None
+    label: str
+    status: str = "active"
+    refs: list[str] = dataclasses.field(default_factory=list)
+    merged: list[str] = dataclasses.field(default_factory=list)
+
+
+def short_id(step_id: str) -> str:
+    """The distinctive part of an id: the random tail of a 32-digit time-ordered id."""
+    return step_id[-10:] if len(step_id) == 32 else step_id[:12]
+
+
+def _line(node: TreeNode, color: bool) -> str:
+    icon = _ICONS["merge"] if node.merged else _ICONS.get(node.status, "●")
+    text = f"{icon} {short_id(node.id)}  {node.label}"
+    if node.merged:
+        text += f"  (merge of {', '.join(short_id(m) for m in node.merged)})"
+    if node.status not in ("active", "head"):
+        text += f"  [{node.status.replace('_', ' ')}]"
+    if node.refs:
+        text += f"  <- {', '.join(node.refs)}"
+    if color:
+        code = _COLORS["merge"] if node.merged else _COLORS.get(node.status, "0")
+        text = f"\x1b[{code}m{text}\x1b[0m"
+    return text
+
+
+def render_tree(nodes: list[TreeNode], *, color: bool = False) -> str:
+    """Render `nodes` (in creation order) as an indented tree, one node per line."""
+    if not nodes:
+        return "(empty)"
+    by_id = {n.id: n for n in nodes}
+    children: dict[str | None, list[str]] = {}
+    for n in nodes:
+        parent = n.parent_id if n.parent_id in by_id else None
+        children.setdefault(parent, []).append(n.id)
+    lines: list[str] = []
+    stack = [(root, "", "") for root in reversed(children.get(None, []))]
+    while stack:
+        nid, head, cont = stack.pop()
+        while True:
+            lines.append(head + _line(by_id[nid], color))
+            kids = children.get(nid, [])
+            if len(kids) == 1:
+                nid, head = kids[0], cont
+                continue
+            for i in range(len(kids) - 1, -1, -1):
+                last = i == len(kids) - 1
+                stack.append(
+                    (kids[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  "))
+                )
+            break
+    return "\n".join(lines)

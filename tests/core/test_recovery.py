@@ -1,0 +1,193 @@
+"""Recovery: strategies, safe_execute, the @agentrewind.step decorator, checkpoint_context."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentrewind
+from agentrewind import (
+    AlternativePathStrategy,
+    CompositeStrategy,
+    DegradeGracefully,
+    RecoveryError,
+    RetryWithBackoff,
+    Timeline,
+)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def tl(request: pytest.FixtureRequest, tmp_path, namespace: str):  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'r.db'}?namespace={namespace}"
+    else:
+        url = f"{request.getfixturevalue('redis_url')}?namespace={namespace}"
+    store = agentrewind.connect(url)
+    yield Timeline("agent", store=store)
+    store.delete_run("agent")
+    store.close()
+
+
+def test_retry_with_backoff_delays_and_types() -> None:
+    waits: list[float] = []
+    s = RetryWithBackoff(base_delay=0.5, max_delay=1.5, jitter=False, sleep=waits.append)
+    state = {"q": 1}
+    assert s.apply(state, TimeoutError("slow"), 0) == {
+        "q": 1,
+        "_retry_metadata": {"strategy": "backoff", "attempt": 1, "delay_applied": 0.5},
+    }
+    s.apply(state, ConnectionError(), 1)
+    s.apply(state, ConnectionError(), 5)
+    assert waits == [0.5, 1.0, 1.5] and state == {"q": 1}  # capped; input not mutated
+    assert s.apply(state, ValueError("logic"), 0) is None and waits == [0.5, 1.0, 1.5]
+    jittered = RetryWithBackoff(base_delay=1.0, jitter=True)
+    assert all(0.5 <= jittered.delay(0) < 1.5 for _ in range(50))
+    with pytest.raises(ValueError):
+        RetryWithBackoff(base_delay=-1)
+
+
+def test_alternative_degrade_and_composite() -> None:
+    alt = AlternativePathStrategy(
+        alternatives=[lambda st, err: {**st, "approach": "b"}, lambda st, err: None],
+        state_modifiers={"careful": True},
+    )
+    assert alt.can_handle(KeyError())
+    assert alt.apply({"x": 1}, KeyError("k"), 0) == {"x": 1, "careful": True, "approach": "b"}
+    second = alt.apply({"x": 1}, KeyError("k"), 1)
+    assert second == {
+        "x": 1,
+        "careful": True,
+        "_alternative_path": {"attempt": 2, "original_error": "'k'"},
+    }
+    degrade = DegradeGracefully()
+    assert degrade.apply({"x": 1}, RuntimeError("big"), 0)["_quality"] == "reduced"
+    assert degrade.apply({"x": 1}, RuntimeError("big"), 9)["_quality"] == "fallback"
+    assert degrade.apply({"x": 1}, ValueError(), 0) is None
+    combo = CompositeStrategy([DegradeGracefully(), RetryWithBackoff(base_delay=0, jitter=False)])
+    assert combo.can_handle(TimeoutError()) and not combo.can_handle(KeyError())
+    assert "_quality" in combo.apply({}, TimeoutError(), 0)  # the first that handles it decides
+    assert "_retry_metadata" in combo.apply({}, OSError(), 0)
+    assert combo.apply({}, KeyError(), 0) is None
+
+
+def test_safe_execute_retries_with_strategy_and_keeps_failures(tl: Timeline) -> None:
+    seen: list[dict[str, object]] = []
+
+    def flaky(state: dict[str, object]) -> dict[str, object]:
+        seen.append(state)
+        if len(seen) < 3:
+            raise TimeoutError(f"attempt {len(seen)}")
+        return {"answer": 42, "quality": state.get("_quality")}
+
+    result, cp = tl.safe_execute(
+        flaky, {"q": "?"}, "answer", max_retries=3, strategy=DegradeGracefully()
+    )
+    assert result == {"answer": 42, "quality": "minimal"}
+    assert cp.state == result and cp.metadata["status"] == "success" and cp.metadata["attempt"] == 3
+    assert seen[0] == {"q": "?"} and seen[1]["_quality"] == "reduced"
+    failed = [c for c in tl.checkpoints() if c.failed]
+    assert len(failed) == 2 and all(tl.status(c.id) == "failed" for c in failed)
+    assert "attempt 1" in failed[0].metadata["error"]
+    pre = tl.history()[1]
+    assert pre.description == "Pre-execution: answer" and cp.parent_id == pre.id
+
+
+def test_safe_execute_wraps_non_dict_results_and_stops_on_unhandled(tl: Timeline) -> None:
+    result, cp = tl.safe_execute(lambda s: 7, {"x": 1}, "seven")
+    assert result == 7 and cp.state == {"result": 7}
+    calls = []
+
+    def bad(state):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        raise ValueError("logic error")
+
+    with pytest.raises(RecoveryError, match="failed after 1 attempt") as info:
+        tl.safe_execute(bad, {"x": 1}, "bad", max_retries=5, strategy=RetryWithBackoff(0))
+    assert len(calls) == 1  # the strategy cannot handle ValueError: no pointless retries
+    assert isinstance(info.value.__cause__, ValueError) and isinstance(info.value, RuntimeError)
+    assert tl.head.id == info.value.checkpoint_id and tl.get_state() == {"x": 1}
+
+
+def test_safe_execute_fallback_explores_a_branch_and_merges_back(tl: Timeline) -> None:
+    def broken(state):  # type: ignore[no-untyped-def]
+        raise ConnectionError("down")
+
+    result, cp = tl.safe_execute(
+        broken, {"x": 1}, "fetch", max_retries=2, fallback=lambda s: {"cached": True}
+    )
+    assert result == {"cached": True} and tl.current_branch == "main"
+    assert cp.is_merge and cp.state == {"cached": True} and tl.get_state() == {"cached": True}
+    branches = {b.name for b in tl.list_branches()}
+    assert any(name.startswith("fallback-") for name in branches)
+    assert tl.metrics["total_recoveries"] == 1 and tl.metrics["errors_caught"] == 2
+
+    def also_broken(state):  # type: ignore[no-untyped-def]
+        raise KeyError("nope")
+
+    with pytest.raises(RecoveryError, match="fallback failed"):
+        tl.safe_execute(broken, {"y": 2}, "again", max_retries=1, fallback=also_broken)
+    assert tl.current_branch == "main" and tl.get_state() == {"y": 2}
+    with pytest.raises(ValueError):
+        tl.safe_execute(broken, {}, max_retries=0)
+
+
+def test_step_decorator_sync_retries_and_rolls_back(tl: Timeline) -> None:
+    attempts = []
+
+    @agentrewind.step("enrich", timeline=tl, max_retries=2)
+    def enrich(state: dict[str, int]) -> dict[str, int]:
+        attempts.append(state)
+        if len(attempts) == 1:
+            raise TimeoutError("once")
+        return {**state, "enriched": 1}
+
+    assert enrich({"a": 1}) == {"a": 1, "enriched": 1}
+    descriptions = [c.description for c in tl.history()]
+    assert descriptions == ["After: enrich", "Before: enrich"]
+    assert [c.failed for c in tl.checkpoints()] == [False, True, False]
+    assert tl.history()[0].metadata["attempt"] == 2
+
+    @agentrewind.step(timeline=tl)
+    def always_fails(state: dict[str, int]) -> None:
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        always_fails({"b": 2})
+    assert tl.get_state() == {"b": 2} and tl.head.description.startswith("Before: ")
+
+
+async def test_step_decorator_async(tl: Timeline) -> None:
+    @agentrewind.step("think", timeline=tl)
+    async def think(state: dict[str, int]) -> int:
+        return state["n"] * 2
+
+    assert await think({"n": 21}) == 42
+    assert tl.get_state() == {"result": 42} and tl.history()[1].state == {"n": 21}
+
+
+def test_step_decorator_by_name_uses_the_registry(tmp_path, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'reg.db'}?namespace={namespace}"
+
+    @agentrewind.step("named", timeline="registry-tl", store=url)
+    def named(state: dict[str, int]) -> dict[str, int]:
+        return {"done": state["n"]}
+
+    named({"n": 3})
+    tl = agentrewind.get_timeline("registry-tl", url)
+    assert tl is agentrewind.get_timeline("registry-tl", url)
+    assert Timeline("registry-tl", store=url).get_state() == {"done": 3}
+
+
+async def test_checkpoint_context(tl: Timeline) -> None:
+    tl.checkpoint({"draft": "v1"})
+    with agentrewind.checkpoint_context("edit", timeline=tl) as ctx:
+        assert ctx.state == {"draft": "v1"}
+        ctx.state["draft"] = "v2"
+    assert tl.get_state() == {"draft": "v2"} and ctx.end is not None
+    with pytest.raises(RuntimeError), agentrewind.checkpoint_context("risky", timeline=tl) as ctx:
+        ctx.state["draft"] = "broken"
+        raise RuntimeError("boom")
+    assert tl.get_state() == {"draft": "v2"} and tl.head.id == ctx.start.id
+    assert any(c.failed and "boom" in c.metadata["error"] for c in tl.checkpoints())
+    async with agentrewind.checkpoint_context("async", timeline=tl, state={"s": 1}) as actx:
+        actx.state["s"] = 2
+    assert tl.get_state() == {"s": 2}
