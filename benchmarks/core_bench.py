@@ -1,0 +1,244 @@
+"""Core overhead: median µs per recorded step and per replay hit, per backend, beside DBOS.
+
+Run: `python benchmarks/core_bench.py [--steps N] [--no-dbos]` (the nox `bench` session).
+
+For each backend (memory, SQLite with durability NORMAL and FULL, Redis on 127.0.0.1:6379)
+it times, call by call:
+
+* step record: `run.step(name, fn, i)` on a new run. A plain step has side effects, so it
+  writes a `started` record before `fn` and a `completed` record after (2 writes).
+* call record: a step decorated with `side_effects=False` (how LLM calls are recorded:
+  1 write).
+* replay hit: the same steps in a new execution of the run, answered from the journal.
+
+`fn` does nothing, so the figures are pure middleware + store cost. DBOS (the anchor) is timed
+in the same run on a SQLite system database when the `dbos` package is installed: a `@DBOS.step`
+inside a `@DBOS.workflow`, and its replay through `DBOS.fork_workflow`; otherwise its
+documented figure is printed, labelled as quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import agentrewind
+
+REDIS_URL = os.environ.get("AGENTREWIND_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+GOALS = {"record": {"sqlite-normal": 200.0, "redis": 300.0}, "replay": 50.0}
+DBOS_QUOTED = "1700-1800"
+
+
+def _median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def _noop(i: int) -> int:
+    return i
+
+
+def bench_backend(url: str, steps: int) -> dict[str, float]:
+    """Return median µs for step record, call record and replay hit on one store."""
+    mw = agentrewind.Middleware(url)
+    call = mw.step("call", side_effects=False)(_noop)
+    record: list[float] = []
+    record_call: list[float] = []
+    replay: list[float] = []
+    warm = min(50, steps // 10)
+    clock = time.perf_counter
+    try:
+        with mw.run("bench") as run:
+            for i in range(steps + warm):
+                t0 = clock()
+                run.step("work", _noop, i)
+                t1 = clock()
+                call(i)
+                t2 = clock()
+                if i >= warm:
+                    record.append(t1 - t0)
+                    record_call.append(t2 - t1)
+        with mw.run("bench") as run:
+            for i in range(steps + warm):
+                t0 = clock()
+                run.step("work", _noop, i)
+                t1 = clock()
+                if i >= warm:
+                    replay.append(t1 - t0)
+            assert run.metrics.replay_hits == steps + warm, run.metrics
+        mw.store.delete_run("bench")
+    finally:
+        mw.close()
+    return {
+        "step record": _median_us(record),
+        "call record": _median_us(record_call),
+        "replay hit": _median_us(replay),
+    }
+
+
+def bench_dbos(directory: Path, steps: int) -> dict[str, float] | str:
+    """Time DBOS on a SQLite system database in this process; a reason string if it can't."""
+    try:
+        from dbos import DBOS, SetWorkflowID
+    except ImportError:
+        return "the dbos package is not installed"
+
+    record: list[float] = []
+    replay: list[float] = []
+    executed: list[int] = []
+    samples = record
+
+    @DBOS.step()
+    def work(i: int) -> int:
+        executed.append(i)
+        return i
+
+    @DBOS.workflow()
+    def workflow(n: int) -> int:
+        for i in range(n):
+            t0 = time.perf_counter()
+            work(i)
+            samples.append(time.perf_counter() - t0)
+        return n
+
+    db = directory / "dbos.sqlite"
+    DBOS(
+        config={
+            "name": "core-bench",
+            "system_database_url": f"sqlite:///{db}",
+            "log_level": "WARNING",
+        }
+    )
+    try:
+        DBOS.launch()
+        warm = min(50, steps // 10)
+        total = steps + warm
+        wf_id = f"bench-{uuid.uuid4().hex}"
+        with SetWorkflowID(wf_id):
+            workflow(total)
+        samples = replay
+        executed.clear()
+        # Steps are numbered from 1; forking after the last one replays every step.
+        handle = DBOS.fork_workflow(wf_id, total + 1)
+        assert handle.get_result() == total
+        if executed:
+            return "DBOS.fork_workflow re-executed steps; its replay could not be timed"
+        return {
+            "step record": _median_us(record[warm:]),
+            "replay hit": _median_us(replay[warm:]),
+        }
+    finally:
+        DBOS.destroy()
+
+
+def _redis_available() -> str | None:
+    try:
+        agentrewind.connect(REDIS_URL).close()
+    except (agentrewind.StoreUnavailableError, ImportError) as exc:
+        return str(exc)
+    return None
+
+
+def _cleanup_redis(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000, help="timed steps per backend")
+    parser.add_argument("--no-dbos", action="store_true", help="print DBOS's quoted figure")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    results: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="agentrewind-bench-") as tmp:
+        directory = Path(tmp)
+        backends: list[tuple[str, str, Callable[[], None]]] = [
+            ("memory", "memory://bench", lambda: None),
+            ("sqlite-normal", f"sqlite:///{directory / 'normal.db'}", lambda: None),
+            ("sqlite-full", f"sqlite:///{directory / 'full.db'}?durability=full", lambda: None),
+        ]
+        missing = _redis_available()
+        prefix = f"arbench-{uuid.uuid4().hex[:8]}"
+        if missing is None:
+            url = f"{REDIS_URL}?prefix={prefix}&namespace=bench"
+            backends.append(("redis", url, lambda: _cleanup_redis(prefix)))
+        else:
+            notes.append(f"redis skipped: {missing}")
+        for name, url, cleanup in backends:
+            try:
+                results[name] = bench_backend(url, args.steps)
+            finally:
+                cleanup()
+        dbos: dict[str, float] | str = (
+            "--no-dbos given" if args.no_dbos else bench_dbos(directory, args.steps)
+        )
+
+    print(f"agentrewind core benchmark: {args.steps} timed steps per backend, median µs per call")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"python {sys.version.split()[0]}, agentrewind {agentrewind.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {load} (shared machines make these noisy)"
+    )
+    print()
+    header = f"{'backend':<16}{'step record':>14}{'call record':>14}{'replay hit':>14}   goal"
+    print(header)
+    print("-" * (len(header) + 30))
+    for name, row in results.items():
+        goal_record = GOALS["record"].get(name)
+        goal = f"record <= {goal_record:.0f}, " if goal_record else ""
+        goal += f"replay <= {GOALS['replay']:.0f}"
+        verdict = _verdict(row, goal_record)
+        print(
+            f"{name:<16}{_fmt(row['step record']):>14}{_fmt(row['call record']):>14}"
+            f"{_fmt(row['replay hit']):>14}   {goal} {verdict}"
+        )
+    if isinstance(dbos, dict):
+        print(
+            f"{'DBOS sqlite':<16}{_fmt(dbos['step record']):>14}{'-':>14}"
+            f"{_fmt(dbos['replay hit']):>14}   measured in this run "
+            f"(anchor: {DBOS_QUOTED} µs per step)"
+        )
+    else:
+        print(
+            f"{'DBOS sqlite':<16}{DBOS_QUOTED:>14}{'-':>14}{'-':>14}   QUOTED anchor, not "
+            f"measured here ({dbos})"
+        )
+    print()
+    print("step record = run.step with side effects (started + completed writes);")
+    print("call record = side_effects=False (one write, as for LLM calls); replay hit = answered")
+    print("from the journal. Goals: record <= 200 µs SQLite NORMAL, <= 300 µs Redis; replay <= 50.")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"total {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+def _verdict(row: dict[str, float], goal_record: float | None) -> str:
+    ok = row["replay hit"] <= GOALS["replay"]
+    if goal_record is not None:
+        ok = ok and row["step record"] <= goal_record
+    return "[met]" if ok else "[MISSED]"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""Shared pieces of the reliability tests: child processes and backend URLs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+WORKER = str(Path(__file__).with_name("_worker.py"))
+
+
+def spawn(*args: str, stdin: bool = False) -> subprocess.Popen[str]:
+    """Start `_worker.py` with `args` under this interpreter (text pipes)."""
+    return subprocess.Popen(
+        [sys.executable, WORKER, *args],
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_line(proc: subprocess.Popen[str], expected: str) -> str:
+    """Read the child's next stdout line and check it starts with `expected`."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith(expected):
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"child said {line!r}, expected {expected!r}; stderr:\n{err}")
+    return line
+
+
+def unique(prefix: str) -> str:
+    """A name no other test (or agent) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def cleanup_redis(url: str, pattern: str) -> None:
+    """Delete every key matching `pattern` on the server at `url`."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@contextmanager
+def backend_url(kind: str, tmp_path: Path, redis_url: str | None) -> Iterator[str]:
+    """A store URL on a real SQLite file or the shared Redis, in a fresh namespace + prefix."""
+    ns = unique("rel")
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={ns}"
+        return
+    assert redis_url is not None
+    prefix = unique("arrel")
+    try:
+        yield f"{redis_url}?namespace={ns}&prefix={prefix}"
+    finally:
+        cleanup_redis(redis_url, f"{prefix}:*")
