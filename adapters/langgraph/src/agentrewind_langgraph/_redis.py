@@ -1,0 +1,381 @@
+"""Redis backend of `RewindSaver`: one Lua script per write, one per read (see `_keys`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import ormsgpack
+
+from . import _keys as K
+from ._codec import (
+    BlobRow,
+    CheckpointInfo,
+    PutRow,
+    RawTuple,
+    WriteRow,
+    assemble_blob,
+    plan_removal,
+)
+
+T = TypeVar("T")
+Op = Callable[[], T]
+_PAGE = 200
+_SCRIPTS = ("PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "QUERY", "BLOBS", "CHAIN", "WRITES")
+
+
+def _s(b: bytes | str) -> str:
+    return b.decode() if isinstance(b, bytes) else b
+
+
+def _blob_record(b: BlobRow) -> bytes:
+    head = f"{b.kind}{b.base or ''}\0{b.n}\0{b.type}\0".encode()
+    return head + (b.value or b"")
+
+
+def _parse_blob(rec: bytes) -> tuple[str, int, str, bytes]:
+    kind = rec[:1].decode()
+    _, n, typ, value = rec[1:].split(b"\0", 3)
+    return kind, int(n), typ.decode(), value
+
+
+def _parse_write(field: bytes, rec: bytes) -> tuple[str, str, str, bytes]:
+    task_id = field.split(b"\0")[3].decode()
+    channel, typ, value = rec.split(b"\0", 2)
+    return task_id, channel.decode(), typ.decode(), value
+
+
+class RedisBackend:
+    """LangGraph threads in Redis or Redis Cluster, next to the core store's keys."""
+
+    def __init__(self, store: Any, *, tombstone_ttl: float) -> None:
+        self.store = store
+        self.client = store.client
+        self.prefix: str = store.prefix
+        self.ns: str = store.namespace
+        self.cluster: bool = bool(store.cluster)
+        self.tombstone_ttl = tombstone_ttl
+        with store.translate_errors():
+            self._scripts = {n: self.client.register_script(getattr(K, n)) for n in _SCRIPTS}
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _keys(self, thread_id: str, *, registry: bool = False) -> list[str]:
+        keys = K.thread_keys(self.prefix, self.ns, thread_id)
+        if registry and not self.cluster:
+            keys.append(K.registry_key(self.prefix, self.ns))
+        return keys
+
+    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        with self.store.translate_errors():
+            return self._scripts[name](keys=keys, args=args)
+
+    def _register(self, thread_id: str, now: float) -> None:
+        # On a cluster the registry lives in another slot, so it is updated after the write.
+        if self.cluster:
+            with self.store.translate_errors():
+                self.client.zadd(K.registry_key(self.prefix, self.ns), {thread_id: now})
+
+    def execute(self, op: Op[T]) -> T:
+        """Run a write operation from a sync caller."""
+        return op()
+
+    async def aexecute(self, op: Op[T]) -> T:
+        """Run a write operation on a worker thread (the client's pool allows many at once)."""
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(8, thread_name_prefix="agentrewind-lg-redis")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, op)
+
+    def close(self) -> None:
+        """Stop worker threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    # -- writes ------------------------------------------------------------------------------
+    def put_op(self, row: PutRow, now: float, ttl: float | None) -> Op[bool]:
+        """The operation storing one checkpoint and its changed channels (one script)."""
+        member = f"{row.cns}\0{row.checkpoint_id}"
+        cp_rec = ormsgpack.packb([row.cp_type, row.checkpoint, row.md_type, row.md_blob])
+        cj = (
+            f'{{"p":{json.dumps(row.parent_id)},"v":{row.versions},'
+            f'"r":{json.dumps(row.run_id)},"m":{row.md_text or "null"}}}'
+        )
+        parent = f"{row.cns}\0{row.parent_id}" if row.parent_id else ""
+        head = [now, member, cp_rec, cj, row.ts, _ttl_ms(ttl), parent, row.thread_id]
+        keys = self._keys(row.thread_id, registry=True)
+
+        def op() -> bool:
+            blobs = list(row.blobs)
+            for _ in range(3):
+                args: list[Any] = [*head, len(blobs)]
+                for b in blobs:
+                    field = f"{row.cns}\0{b.channel}\0{b.version}"
+                    base = f"{row.cns}\0{b.channel}\0{b.base}" if b.kind == "d" else ""
+                    args += [field, _blob_record(b), f"{b.kind}{b.base or ''}", base]
+                res = self._run("PUT", keys, args)
+                if not isinstance(res, list):
+                    if res:
+                        self._register(row.thread_id, now)
+                    return bool(res)
+                for i in res[1:]:  # a delta's base is gone: store that value whole
+                    b = blobs[int(i)]
+                    blobs[int(i)] = BlobRow(
+                        b.channel, b.version, "f", None, 0, b.type, b.full or b""
+                    )
+            raise RuntimeError("delta bases kept disappearing")  # pragma: no cover
+
+        return op
+
+    def put_writes_op(
+        self,
+        thread_id: str,
+        cns: str,
+        cid: str,
+        rows: Sequence[WriteRow],
+        now: float,
+        ttl: float | None,
+    ) -> Op[bool]:
+        """The operation storing the pending writes of one task (one script)."""
+        member = f"{cns}\0{cid}"
+        args: list[Any] = [now, member, _ttl_ms(ttl), thread_id]
+        for w in rows:
+            field = f"{member}\0{w.task_path}\0{w.task_id}\0{K.idx_text(w.idx)}"
+            rec = f"{w.channel}\0{w.type}\0".encode() + w.value
+            args += [field, rec, "1" if w.idx < 0 else "0"]
+        keys = self._keys(thread_id, registry=True)
+
+        def op() -> bool:
+            ok = bool(self._run("PUT_WRITES", keys, args))
+            if ok:
+                self._register(thread_id, now)
+            return ok
+
+        return op
+
+    def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
+        """The operation deleting a thread and leaving a tombstone."""
+
+        def op() -> None:
+            args = [now, max(int(self.tombstone_ttl), 1), thread_id]
+            self._run("DELETE", self._keys(thread_id, registry=True), args)
+            if self.cluster:
+                with self.store.translate_errors():
+                    self.client.zrem(K.registry_key(self.prefix, self.ns), thread_id)
+
+        return op
+
+    def copy_thread_op(self, src: str, dst: str, now: float, ttl: float | None) -> Op[None]:
+        """The operation copying every checkpoint, value and write of `src` to `dst`."""
+
+        def op() -> None:
+            skeys = self._keys(src)
+            with self.store.translate_errors():
+                pipe = self.client.pipeline(transaction=False)
+                for i in (0, 1, 3, 4, 5):
+                    pipe.hgetall(skeys[i])
+                hashes = pipe.execute()
+            args: list[Any] = [now, _ttl_ms(ttl), dst]
+            for h in hashes:
+                args.append(len(h))
+                for k, v in h.items():
+                    args += [k, v]
+            self._run("RESTORE", self._keys(dst, registry=True), args)
+            self._register(dst, now)
+
+        return op
+
+    def _remove(
+        self, thread_id: str, *, keep_last: int | None = None, run_ids: set[str] | None = None
+    ) -> int:
+        keys = self._keys(thread_id)
+        with self.store.translate_errors():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys[1])
+            pipe.hgetall(keys[4])
+            cj, bb = pipe.execute()
+        cps = []
+        for member, raw in cj.items():
+            cns, cid = _s(member).split("\0", 1)
+            info = json.loads(raw)
+            cps.append(CheckpointInfo(cns, cid, info["p"], info["v"], info["r"]))
+        blobs: dict[tuple[str, str, str], tuple[str, str | None]] = {}
+        for field, raw in bb.items():
+            cns, ch, ver = _s(field).split("\0", 2)
+            text = _s(raw)
+            blobs[(cns, ch, ver)] = (text[:1], text[1:] or None)
+        doomed = None
+        if run_ids is not None:
+            doomed = {(c.cns, c.checkpoint_id) for c in cps if c.run_id in run_ids}
+            if not doomed:
+                return 0
+        drop_cps, drop_blobs = plan_removal(cps, blobs, keep_last=keep_last, doomed=doomed)
+        if drop_cps or drop_blobs:
+            args: list[Any] = [len(drop_cps), *(f"{c}\0{i}" for c, i in drop_cps)]
+            args += [f"{c}\0{ch}\0{v}" for c, ch, v in drop_blobs]
+            self._run("REMOVE", keys, args)
+        return len(drop_cps)
+
+    def prune_op(self, thread_ids: Sequence[str], keep_last: int) -> Op[int]:
+        """The operation keeping the newest `keep_last` checkpoints per namespace."""
+        return lambda: sum(self._remove(t, keep_last=keep_last) for t in thread_ids)
+
+    def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[int]:
+        """The operation deleting the checkpoints written by `run_ids`."""
+        wanted = set(run_ids)
+        return lambda: sum(self._remove(t, run_ids=wanted) for t in self.thread_ids())
+
+    def purge_expired_op(self, now: float) -> Op[int]:
+        """Redis expires threads itself; this drops their registry entries."""
+
+        def op() -> int:
+            ids = self.thread_ids(live_only=False)
+            gone = [t for t, alive in zip(ids, self._alive(ids), strict=True) if not alive]
+            if gone:
+                with self.store.translate_errors():
+                    self.client.zrem(K.registry_key(self.prefix, self.ns), *gone)
+            return len(gone)
+
+        return op
+
+    # -- reads -------------------------------------------------------------------------------
+    def _alive(self, ids: list[str]) -> list[bool]:
+        with self.store.translate_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for t in ids:
+                pipe.exists(self._keys(t)[7])
+            return [bool(x) for x in pipe.execute()]
+
+    def thread_ids(self, *, live_only: bool = True) -> list[str]:
+        """Every thread of the namespace."""
+        with self.store.translate_errors():
+            raw = self.client.zrange(K.registry_key(self.prefix, self.ns), 0, -1)
+        ids = [_s(t) for t in raw]
+        if live_only and ids:
+            ids = [t for t, alive in zip(ids, self._alive(ids), strict=True) if alive]
+        return ids
+
+    def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
+        """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
+        with self.store.translate_errors():
+            raw = self.client.zrevrange(K.registry_key(self.prefix, self.ns), 0, -1)
+            pipe = self.client.pipeline(transaction=False)
+            ids = [_s(t) for t in raw]
+            for t in ids:
+                pipe.hgetall(self._keys(t)[7])
+            infos = pipe.execute()
+        out = []
+        for t, info in zip(ids, infos, strict=True):
+            if not info:
+                continue
+            updated = float(info.get(b"updated_at", 0))
+            ttl_ms = info.get(b"ttl_ms")
+            expires = updated + int(ttl_ms) / 1000 if ttl_ms and int(ttl_ms) > 0 else None
+            out.append((t, float(info.get(b"created_at", updated)), updated, expires))
+        return out[:limit]
+
+    def query(
+        self,
+        *,
+        thread_id: str | None,
+        cns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        pushdown: Sequence[tuple[str, Any]],
+        limit: int | None,
+        now: float,
+    ) -> Iterator[RawTuple]:
+        """Checkpoints newest first, complete with channel values and pending writes."""
+        threads = [thread_id] if thread_id is not None else self.thread_ids()
+        filt = json.dumps([[k, v] for k, v in pushdown]) if pushdown else ""
+        left = limit
+        for tid in threads:
+            cursor = before
+            while left is None or left > 0:
+                page = _PAGE if left is None else min(left, _PAGE)
+                if cns is None or checkpoint_id is not None:
+                    page = 0 if left is None else left  # one call: no paging across namespaces
+                args = [cns or "", "1" if cns is None else "0", checkpoint_id or "", cursor or ""]
+                res = self._run("QUERY", self._keys(tid), [*args, page, filt])
+                for item in res:
+                    yield self._raw(tid, item)
+                if left is not None:
+                    left -= len(res)
+                if page == 0 or len(res) < page or cns is None or checkpoint_id is not None:
+                    break
+                cursor = _s(res[-1][0]).split("\0", 1)[1]
+            if left is not None and left <= 0:
+                return
+
+    def _raw(self, thread_id: str, item: list[Any]) -> RawTuple:
+        member, cp_rec, cj, blobs, writes = item
+        cns, cid = _s(member).split("\0", 1)
+        cp_type, cp, md_type, md_blob = ormsgpack.unpackb(cp_rec)
+        info = json.loads(cj)
+        values: dict[str, tuple[str, bytes]] = {}
+        i = 0
+        while i < len(blobs):
+            ch, n = _s(blobs[i]), int(blobs[i + 2])
+            typed = assemble_blob([_parse_blob(r) for r in blobs[i + 3 : i + 3 + n]])
+            if typed is not None:
+                values[ch] = typed
+            i += 3 + n
+        md = info["m"]
+        return RawTuple(
+            thread_id, cns, cid, info["p"], cp_type, cp, info["v"],
+            None if md is None else json.dumps(md), md_type, md_blob, values,
+            [_parse_write(writes[j], writes[j + 1]) for j in range(0, len(writes), 2)],
+        )  # fmt: skip
+
+    def blob_values(
+        self, thread_id: str, cns: str, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[str, bytes] | None]:
+        """Stored values of `(channel, version)` pairs; None marks an empty one, absent: no row."""
+        if not pairs:
+            return {}
+        args: list[Any] = [cns, *(x for p in pairs for x in p)]
+        res = self._run("BLOBS", self._keys(thread_id), args)
+        out: dict[tuple[str, str], tuple[str, bytes] | None] = {}
+        i = 0
+        for pair in pairs:
+            n = int(res[i])
+            if n:
+                out[pair] = assemble_blob([_parse_blob(r) for r in res[i + 1 : i + 1 + n]])
+            i += 1 + n
+        return out
+
+    def parent_chain(
+        self, thread_id: str, cns: str, checkpoint_id: str
+    ) -> list[tuple[str, str | None, dict[str, str]]]:
+        """`(id, parent_id, versions)` from the checkpoint up to the root."""
+        res = self._run("CHAIN", self._keys(thread_id), [f"{cns}\0{checkpoint_id}"])
+        out = []
+        for j in range(0, len(res), 2):
+            info = json.loads(res[j + 1])
+            out.append((_s(res[j]).split("\0", 1)[1], info["p"], info["v"]))
+        return out
+
+    def writes_for(
+        self, thread_id: str, cns: str, cids: Sequence[str]
+    ) -> dict[str, list[tuple[str, str, str, bytes]]]:
+        """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
+        if not cids:
+            return {}
+        res = self._run("WRITES", self._keys(thread_id), [f"{cns}\0{c}" for c in cids])
+        out: dict[str, list[tuple[str, str, str, bytes]]] = {}
+        for j in range(0, len(res), 2):
+            cid = res[j].split(b"\0")[1].decode()
+            out.setdefault(cid, []).append(_parse_write(res[j], res[j + 1]))
+        return out
+
+
+def _ttl_ms(ttl: float | None) -> str:
+    return "" if ttl is None else str(max(int(ttl * 1000), 1))

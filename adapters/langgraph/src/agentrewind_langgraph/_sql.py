@@ -1,0 +1,134 @@
+"""SQL text of the SQLite backend of `RewindSaver`, kept in one place.
+
+Tables carry the prefix `lg_` and live next to the core's `ar_` tables in the same file.
+`ns` is the agentrewind store namespace; `cns` is LangGraph's `checkpoint_ns`.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+"""Version of the `lg_` tables; a newer one is refused, an older one migrated forward."""
+
+SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS lg_schema_version (version INTEGER NOT NULL)"
+GET_SCHEMA = "SELECT version FROM lg_schema_version"
+SET_SCHEMA = ["DELETE FROM lg_schema_version", "INSERT INTO lg_schema_version (version) VALUES (?)"]
+
+V1 = [
+    # One row per checkpoint, without its channel values (those are in lg_blobs).
+    """CREATE TABLE IF NOT EXISTS lg_checkpoints (
+        ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        parent_id TEXT, run_id TEXT, cp_type TEXT NOT NULL, checkpoint BLOB NOT NULL,
+        versions TEXT NOT NULL, metadata TEXT, md_type TEXT NOT NULL, md_blob BLOB,
+        PRIMARY KEY (ns, thread_id, cns, checkpoint_id))""",
+    "CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints (ns, run_id) WHERE run_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS lg_checkpoints_id ON lg_checkpoints (ns, checkpoint_id)",
+    # One row per (channel, version): kind 'f' full value, 'd' appended items after `base`,
+    # 'e' a channel versioned without a value. `n` = items in the row for list values.
+    """CREATE TABLE IF NOT EXISTS lg_blobs (
+        ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, channel TEXT NOT NULL,
+        version TEXT NOT NULL, kind TEXT NOT NULL, base TEXT, n INTEGER NOT NULL DEFAULT 0,
+        type TEXT NOT NULL, value BLOB,
+        PRIMARY KEY (ns, thread_id, cns, channel, version))""",
+    """CREATE TABLE IF NOT EXISTS lg_writes (
+        ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL, idx INTEGER NOT NULL, task_path TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL, type TEXT NOT NULL, value BLOB,
+        PRIMARY KEY (ns, thread_id, cns, checkpoint_id, task_id, idx))""",
+    """CREATE TABLE IF NOT EXISTS lg_threads (
+        ns TEXT NOT NULL, thread_id TEXT NOT NULL, created_at REAL NOT NULL,
+        updated_at REAL NOT NULL, ttl REAL, expires_at REAL,
+        PRIMARY KEY (ns, thread_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS lg_threads_updated ON lg_threads (ns, updated_at)",
+    "CREATE INDEX IF NOT EXISTS lg_threads_expires ON lg_threads (expires_at) WHERE expires_at IS NOT NULL",
+    # Deleted threads: a late write of the deleted history must not bring the thread back.
+    """CREATE TABLE IF NOT EXISTS lg_tombstones (
+        ns TEXT NOT NULL, thread_id TEXT NOT NULL, deleted_at REAL NOT NULL,
+        PRIMARY KEY (ns, thread_id)) WITHOUT ROWID""",
+]
+MIGRATIONS: list[list[str]] = [V1]
+
+# -- writes ------------------------------------------------------------------------------------
+TOMBSTONE = "SELECT deleted_at FROM lg_tombstones WHERE ns = ? AND thread_id = ? AND deleted_at > ?"
+CHECKPOINT_EXISTS = """SELECT 1 FROM lg_checkpoints
+    WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id = ?"""
+BLOB_EXISTS = """SELECT 1 FROM lg_blobs
+    WHERE ns = ? AND thread_id = ? AND cns = ? AND channel = ? AND version = ?"""
+INSERT_CHECKPOINT = """INSERT OR REPLACE INTO lg_checkpoints (ns, thread_id, cns, checkpoint_id,
+    parent_id, run_id, cp_type, checkpoint, versions, metadata, md_type, md_blob)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_BLOB = """INSERT OR REPLACE INTO lg_blobs (ns, thread_id, cns, channel, version, kind, base,
+    n, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_WRITE_KEEP = """INSERT OR IGNORE INTO lg_writes (ns, thread_id, cns, checkpoint_id, task_id,
+    idx, task_path, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_WRITE_REPLACE = INSERT_WRITE_KEEP.replace("OR IGNORE", "OR REPLACE")
+TOUCH_THREAD = """INSERT INTO lg_threads (ns, thread_id, created_at, updated_at, ttl, expires_at)
+    VALUES (?1, ?2, ?3, ?3, ?4, CASE WHEN ?4 IS NULL THEN NULL ELSE ?3 + ?4 END)
+    ON CONFLICT (ns, thread_id) DO UPDATE SET updated_at = ?3, ttl = coalesce(?4, ttl),
+        expires_at = CASE WHEN coalesce(?4, ttl) IS NULL THEN NULL ELSE ?3 + coalesce(?4, ttl) END"""
+CLEAR_TOMBSTONE = "DELETE FROM lg_tombstones WHERE ns = ? AND thread_id = ?"
+SET_TOMBSTONE = """INSERT OR REPLACE INTO lg_tombstones (ns, thread_id, deleted_at)
+    VALUES (?, ?, ?)"""
+DELETE_THREAD = [
+    "DELETE FROM lg_checkpoints WHERE ns = ? AND thread_id = ?",
+    "DELETE FROM lg_blobs WHERE ns = ? AND thread_id = ?",
+    "DELETE FROM lg_writes WHERE ns = ? AND thread_id = ?",
+    "DELETE FROM lg_threads WHERE ns = ? AND thread_id = ?",
+]
+DELETE_CHECKPOINT = [
+    "DELETE FROM lg_checkpoints WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id = ?",
+    "DELETE FROM lg_writes WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id = ?",
+]
+DELETE_BLOB = """DELETE FROM lg_blobs
+    WHERE ns = ? AND thread_id = ? AND cns = ? AND channel = ? AND version = ?"""
+EXPIRED_THREADS = "SELECT ns, thread_id FROM lg_threads WHERE expires_at < ?"
+PURGE_TOMBSTONES = "DELETE FROM lg_tombstones WHERE deleted_at < ?"
+
+# -- reads -------------------------------------------------------------------------------------
+CP_COLUMNS = """c.thread_id, c.cns, c.checkpoint_id, c.parent_id, c.cp_type, c.checkpoint,
+    c.versions, c.metadata, c.md_type, c.md_blob"""
+LIVE = """NOT EXISTS (SELECT 1 FROM lg_threads t WHERE t.ns = c.ns AND t.thread_id = c.thread_id
+    AND t.expires_at < ?)"""
+SELECT_CHECKPOINTS = f"SELECT {CP_COLUMNS} FROM lg_checkpoints c WHERE c.ns = ? AND {LIVE}"
+THREAD_CHECKPOINTS = """SELECT cns, checkpoint_id, parent_id, versions, run_id
+    FROM lg_checkpoints WHERE ns = ? AND thread_id = ?"""
+THREAD_BLOB_KEYS = (
+    "SELECT cns, channel, version, kind, base FROM lg_blobs WHERE ns = ? AND thread_id = ?"
+)
+RUN_THREADS = "SELECT DISTINCT thread_id FROM lg_checkpoints WHERE ns = ? AND run_id = ?"
+
+# Follows delta rows to their full base: (want_channel, want_version, depth, kind, n, type, value).
+BLOB_CHAIN = """WITH RECURSIVE want(channel, version) AS (VALUES {values}),
+chain(wc, wv, depth, kind, base, n, type, value) AS (
+    SELECT b.channel, b.version, 0, b.kind, b.base, b.n, b.type, b.value
+    FROM want w JOIN lg_blobs b ON b.ns = ? AND b.thread_id = ? AND b.cns = ?
+        AND b.channel = w.channel AND b.version = w.version
+    UNION ALL
+    SELECT c.wc, c.wv, c.depth + 1, b.kind, b.base, b.n, b.type, b.value
+    FROM chain c JOIN lg_blobs b ON b.ns = ? AND b.thread_id = ? AND b.cns = ?
+        AND b.channel = c.wc AND b.version = c.base
+    WHERE c.kind = 'd')
+SELECT wc, wv, depth, kind, n, type, value FROM chain"""
+WRITES_FOR = """SELECT checkpoint_id, task_id, channel, type, value, task_path, idx FROM lg_writes
+    WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id IN ({marks})
+    ORDER BY checkpoint_id, task_path, task_id, idx"""
+PARENT_CHAIN = """WITH RECURSIVE chain(checkpoint_id, parent_id, versions, depth) AS (
+    SELECT checkpoint_id, parent_id, versions, 0 FROM lg_checkpoints
+    WHERE ns = ?1 AND thread_id = ?2 AND cns = ?3 AND checkpoint_id = ?4
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_id, c.versions, chain.depth + 1
+    FROM chain JOIN lg_checkpoints c ON c.ns = ?1 AND c.thread_id = ?2 AND c.cns = ?3
+        AND c.checkpoint_id = chain.parent_id)
+SELECT checkpoint_id, parent_id, versions FROM chain ORDER BY depth"""
+BLOB_KINDS = """SELECT channel, version, kind FROM lg_blobs
+    WHERE ns = ? AND thread_id = ? AND cns = ? AND channel IN ({marks})"""
+LIST_THREADS = """SELECT thread_id, created_at, updated_at, expires_at FROM lg_threads
+    WHERE ns = ? AND (expires_at IS NULL OR expires_at >= ?) ORDER BY updated_at DESC LIMIT ?"""
+COPY_THREAD = [
+    """INSERT OR REPLACE INTO lg_checkpoints SELECT ns, ?3, cns, checkpoint_id, parent_id, run_id,
+        cp_type, checkpoint, versions, metadata, md_type, md_blob
+        FROM lg_checkpoints WHERE ns = ?1 AND thread_id = ?2""",
+    """INSERT OR REPLACE INTO lg_blobs SELECT ns, ?3, cns, channel, version, kind, base, n, type,
+        value FROM lg_blobs WHERE ns = ?1 AND thread_id = ?2""",
+    """INSERT OR REPLACE INTO lg_writes SELECT ns, ?3, cns, checkpoint_id, task_id, idx,
+        task_path, channel, type, value FROM lg_writes WHERE ns = ?1 AND thread_id = ?2""",
+]

@@ -1,0 +1,69 @@
+"""LangGraph threads and their checkpoints for the CLI's `runs`, `log` and `tree`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agentrewind.records import RunInfo, StepRecord
+from agentrewind.stores import Store
+
+from .saver import RewindSaver
+
+__all__ = ["LangGraphRuns", "run_source"]
+
+
+class LangGraphRuns:
+    """A `RunSource`: LangGraph threads as runs, their checkpoints as steps."""
+
+    name = "langgraph"
+
+    def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
+        """Threads of the store's namespace, most recently updated first."""
+        saver = RewindSaver(store)
+        try:
+            rows = saver.backend.list_threads(limit, time.time())
+        finally:
+            saver.close()
+        return [
+            RunInfo(t, "langgraph", created, updated, expires, meta={"source": "langgraph"})
+            for t, created, updated, expires in rows
+        ]
+
+    def load_steps(self, store: Store, run_id: str) -> list[StepRecord] | None:
+        """Every checkpoint of a thread (all namespaces), oldest first, linked by `parent_id`."""
+        saver = RewindSaver(store)
+        try:
+            tuples = list(saver.list({"configurable": {"thread_id": run_id}}))
+        finally:
+            saver.close()
+        if not tuples:
+            return None
+        steps = []
+        for seq, tup in enumerate(sorted(tuples, key=lambda t: t.checkpoint["id"])):
+            conf = tup.config["configurable"]
+            md: dict[str, Any] = dict(tup.metadata)
+            parent = (
+                tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+            )
+            ns = conf["checkpoint_ns"]
+            name = f"{ns + ' ' if ns else ''}step {md.get('step', '?')} ({md.get('source', '?')})"
+            steps.append(
+                StepRecord(
+                    run_id=run_id,
+                    step_id=conf["checkpoint_id"],
+                    key=f"checkpoint:{ns}:{conf['checkpoint_id']}",
+                    kind="checkpoint",
+                    name=name,
+                    status="completed",
+                    seq=seq,
+                    parent_id=parent,
+                    meta={k: v for k, v in md.items() if isinstance(v, str | int | float | bool)}
+                    | {"checkpoint_ns": ns, "next_writes": len(tup.pending_writes or [])},
+                )
+            )
+        return steps
+
+
+run_source = LangGraphRuns()
+"""The object registered under the `agentrewind.run_sources` entry point."""
