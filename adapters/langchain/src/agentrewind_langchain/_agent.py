@@ -1,0 +1,325 @@
+"""`RewindAgentMiddleware`: record and replay for `create_agent`, without patching anything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+import agentrewind
+from agentrewind import AgentRewindError, Call, Run, RunContext, SerializationError
+
+from ._chat import logger
+from ._keys import _scrub, chat_key, site_name, tool_key
+from ._runnable import resolve_run_id
+from ._tools import SKIPPED_CONTENT
+
+__all__ = ["RewindAgentMiddleware"]
+
+
+def _config() -> dict[str, Any]:
+    from langgraph.config import get_config
+
+    try:
+        return dict(get_config())
+    except RuntimeError:
+        return {}
+
+
+class _OpenRun:
+    """A run opened inside its own context, so it can be closed from another node."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self.ctx = contextvars.copy_context()
+        self.run: Run = context.run
+
+    def open(self) -> None:
+        self.ctx.run(self.context.__enter__)
+
+    def close(self, failed: bool) -> None:
+        args = (RuntimeError, RuntimeError("agent step failed"), None) if failed else (None,) * 3
+        self.ctx.run(self.context.__exit__, *args)
+
+    async def aopen(self) -> None:
+        await asyncio.create_task(self.context.__aenter__(), context=self.ctx)
+
+    async def aclose(self, failed: bool) -> None:
+        args = (RuntimeError, RuntimeError("agent step failed"), None) if failed else (None,) * 3
+        await asyncio.create_task(self.context.__aexit__(*args), context=self.ctx)
+
+
+class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Journal `create_agent` model and tool calls through the official middleware hooks.
+
+    `create_agent(model, tools, middleware=[RewindAgentMiddleware("sqlite:///runs.db")])`
+    records each model call (`wrap_model_call`) and tool call (`wrap_tool_call`) under the
+    run named by `configurable["agentrewind_run_id"]` or `configurable["thread_id"]`; a
+    rerun with the same id replays the finished ones. Unlike `Middleware.wrap`, nothing is
+    patched, so calls made elsewhere (inside tools, lambdas, other middleware) are not
+    recorded and replayed calls fire no model callbacks.
+
+    Args:
+        store: A `Store`, a store URL, an `agentrewind.Middleware`, or None (the default store).
+        strict: Raise `DivergenceError` when a rerun's calls changed.
+        on_incomplete: Policy for tool calls that started and never finished.
+        ttl: Seconds each run is kept after its last write.
+        tool_side_effects: Write a `started` record before each tool call.
+    """
+
+    def __init__(
+        self,
+        store: Any = None,
+        *,
+        strict: bool | None = None,
+        on_incomplete: Any = None,
+        ttl: float | None = None,
+        tool_side_effects: bool = True,
+    ) -> None:
+        super().__init__()
+        self.middleware = (
+            store if isinstance(store, agentrewind.Middleware) else agentrewind.Middleware(store)
+        )
+        self.strict = strict
+        self.on_incomplete = on_incomplete
+        self.ttl = ttl
+        self.tool_side_effects = tool_side_effects
+        self._open: dict[str, _OpenRun] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The hook name shown in traces."""
+        return "RewindAgentMiddleware"
+
+    # -- run lifecycle: open at the first hook of an invocation, close at its end ---------
+    def _run_id(self) -> str:
+        run_id = resolve_run_id(_config())  # type: ignore[arg-type]
+        if run_id is None:
+            raise AgentRewindError(
+                "RewindAgentMiddleware needs a run id: invoke the agent with "
+                'config={"configurable": {"thread_id": ...}} (or "agentrewind_run_id")'
+            )
+        return run_id
+
+    def _new(self, run_id: str) -> tuple[_OpenRun, bool]:
+        with self._lock:
+            found = self._open.get(run_id)
+            if found is not None:
+                return found, False
+            handle = _OpenRun(
+                self.middleware.run(
+                    run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
+                )
+            )
+            self._open[run_id] = handle
+            return handle, True
+
+    def _pop(self, run_id: str) -> _OpenRun | None:
+        with self._lock:
+            return self._open.pop(run_id, None)
+
+    def _get(self) -> tuple[str, Run]:
+        run_id = self._run_id()
+        handle, fresh = self._new(run_id)
+        if fresh:
+            try:
+                handle.open()
+            except BaseException:
+                self._pop(run_id)
+                raise
+        return run_id, handle.run
+
+    async def _aget(self) -> tuple[str, Run]:
+        run_id = self._run_id()
+        handle, fresh = self._new(run_id)
+        if fresh:
+            try:
+                await handle.aopen()
+            except BaseException:
+                self._pop(run_id)
+                raise
+        return run_id, handle.run
+
+    def _end(self, run_id: str, *, failed: bool) -> None:
+        handle = self._pop(run_id)
+        if handle is not None:
+            handle.close(failed)
+
+    async def _aend(self, run_id: str, *, failed: bool) -> None:
+        handle = self._pop(run_id)
+        if handle is not None:
+            await handle.aclose(failed)
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Start a fresh execution of the run (drops one a crashed invocation left open)."""
+        self._end(self._run_id(), failed=True)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of `before_agent`."""
+        await self._aend(self._run_id(), failed=True)
+        return None
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Close the run: metrics written, lease released."""
+        self._end(self._run_id(), failed=False)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        await self._aend(self._run_id(), failed=False)
+        return None
+
+    # -- model calls ---------------------------------------------------------------------
+    def _begin_model(self, run: Run, request: ModelRequest) -> Call:
+        model = request.model
+        messages = list(request.messages)
+        if request.system_message is not None:
+            messages.insert(0, request.system_message)
+        key = chat_key(model._get_llm_string(**request.model_settings), messages)
+        key["tools"] = [t.name if isinstance(t, BaseTool) else _scrub(t) for t in request.tools]
+        key["tool_choice"] = _scrub(request.tool_choice)
+        key["response_format"] = _scrub(request.response_format)
+        name = site_name(model.get_name(), _config().get("metadata"))
+        return run.begin("llm", name, key)
+
+    @staticmethod
+    def _replay_model(call: Call) -> ModelResponse:
+        value = call.value() or {"result": [AIMessage(content="")], "structured": None}
+        result = [m.model_copy(deep=True) for m in value["result"]]
+        return ModelResponse(result=result, structured_response=value["structured"])
+
+    @staticmethod
+    def _model_value(response: Any) -> tuple[Any, dict[str, Any]] | None:
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        if not isinstance(response, ModelResponse):
+            return None  # ExtendedModelResponse carries a Command: run again on resume
+        tokens = sum(
+            int((getattr(m, "usage_metadata", None) or {}).get("total_tokens", 0) or 0)
+            for m in response.result
+        )
+        value = {"result": list(response.result), "structured": response.structured_response}
+        return value, {"tokens": tokens}
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        """Replay a recorded model call, or run it and record the response."""
+        run_id, run = self._get()
+        call = self._begin_model(run, request)
+        if call.hit:
+            return self._replay_model(call)
+        call.start()
+        try:
+            response = handler(request)
+        except BaseException as exc:
+            call.fail(exc)
+            self._end(run_id, failed=True)
+            raise
+        done = self._model_value(response)
+        if done is not None:
+            try:
+                call.complete(*done)
+            except SerializationError as exc:
+                logger.warning("agentrewind: model call %s not journaled: %s", call.key, exc)
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> Any:
+        """Async twin of `wrap_model_call`."""
+        run_id, run = await self._aget()
+        call = self._begin_model(run, request)
+        if call.hit:
+            return self._replay_model(call)
+        await call.astart()
+        try:
+            response = await handler(request)
+        except BaseException as exc:
+            await call.afail(exc)
+            await self._aend(run_id, failed=True)
+            raise
+        done = self._model_value(response)
+        if done is not None:
+            try:
+                await call.acomplete(*done)
+            except SerializationError as exc:
+                logger.warning("agentrewind: model call %s not journaled: %s", call.key, exc)
+        return response
+
+    # -- tool calls ----------------------------------------------------------------------
+    def _begin_tool(self, run: Run, request: Any) -> Call:
+        tool_call = request.tool_call
+        tool = request.tool
+        args = tool_call.get("args") or {}
+        key = tool_key(tool, args) if isinstance(tool, BaseTool) else _scrub(args)
+        meta = (tool.metadata if isinstance(tool, BaseTool) else None) or {}
+        return run.begin(
+            "tool",
+            site_name(tool_call["name"], _config().get("metadata")),
+            key,
+            side_effects=bool(meta.get("agentrewind_side_effects", self.tool_side_effects)),
+            on_incomplete=meta.get("agentrewind_on_incomplete"),
+        )
+
+    @staticmethod
+    def _replay_tool(call: Call, request: Any) -> ToolMessage:
+        value = call.value()
+        tool_call = request.tool_call
+        if not isinstance(value, ToolMessage):
+            value = ToolMessage(
+                content=SKIPPED_CONTENT if value is None else str(value),
+                tool_call_id=tool_call["id"],
+                name=tool_call["name"],
+            )
+        return value.model_copy(update={"tool_call_id": tool_call["id"]})
+
+    @staticmethod
+    def _tool_journaled(output: Any) -> bool:
+        return isinstance(output, ToolMessage) and output.status != "error"
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Replay a recorded tool call, or run it (marked started first) and record it."""
+        run_id, run = self._get()
+        call = self._begin_tool(run, request)
+        if call.hit:
+            return self._replay_tool(call, request)
+        call.start()
+        with call.executing():
+            try:
+                output = handler(request)
+            except BaseException as exc:
+                call.fail(exc)
+                self._end(run_id, failed=True)
+                raise
+        if self._tool_journaled(output):
+            call.complete(output)
+        else:
+            call.fail(RuntimeError("tool returned an error or a Command"))
+        return output
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async twin of `wrap_tool_call`."""
+        run_id, run = await self._aget()
+        call = self._begin_tool(run, request)
+        if call.hit:
+            return self._replay_tool(call, request)
+        await call.astart()
+        with call.executing():
+            try:
+                output = await handler(request)
+            except BaseException as exc:
+                await call.afail(exc)
+                await self._aend(run_id, failed=True)
+                raise
+        if self._tool_journaled(output):
+            await call.acomplete(output)
+        else:
+            await call.afail(RuntimeError("tool returned an error or a Command"))
+        return output

@@ -1,0 +1,161 @@
+"""Chat calls: what is journaled, how a replay is rebuilt, and how it is streamed again."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from agentrewind import Call, Run, SerializationError
+
+from ._keys import chat_key, site_name
+from ._scope import REPLAYED_TAG
+
+__all__ = [
+    "begin_chat",
+    "complete_value",
+    "mark_replayed",
+    "merge_chunks",
+    "rechunk",
+    "replay_result",
+    "wants_tokens",
+]
+
+logger = logging.getLogger("agentrewind.langchain")
+_WORDS = re.compile(r"\S+\s*|\s+")
+_STRUCTURED_KWARGS = ("ls_structured_output_format", "structured_output_format")
+
+
+def begin_chat(
+    run: Run,
+    model: Any,
+    messages: list[BaseMessage],
+    stop: list[str] | None,
+    kwargs: dict[str, Any],
+    metadata: dict[str, Any] | None,
+) -> Call:
+    """Decide whether this chat call replays (`call.hit`) or runs."""
+    extra = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
+    llm_string = model._get_llm_string(stop=stop, **extra)
+    return run.begin("llm", site_name(model.get_name(), metadata), chat_key(llm_string, messages))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy of provider extras (generation info, llm output)."""
+    if value is None:
+        return None
+    return json.loads(json.dumps(value, default=str))
+
+
+def complete_value(result: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The journal value and meta (token usage) of a finished chat call."""
+    generations = [
+        {"message": g.message, "info": _plain(g.generation_info)} for g in result.generations
+    ]
+    tokens = 0
+    for g in result.generations:
+        usage = getattr(g.message, "usage_metadata", None) or {}
+        tokens += int(usage.get("total_tokens", 0) or 0)
+    value = {"generations": generations, "llm_output": _plain(result.llm_output)}
+    return value, {"tokens": tokens}
+
+
+def journal(call: Call, result: ChatResult) -> None:
+    """Record a finished chat call; an unstorable result is returned but not journaled."""
+    value, meta = complete_value(result)
+    try:
+        call.complete(value, meta)
+    except SerializationError as exc:
+        logger.warning("agentrewind: chat call %s not journaled: %s", call.key, exc)
+
+
+async def ajournal(call: Call, result: ChatResult) -> None:
+    """Async twin of `journal`."""
+    value, meta = complete_value(result)
+    try:
+        await call.acomplete(value, meta)
+    except SerializationError as exc:
+        logger.warning("agentrewind: chat call %s not journaled: %s", call.key, exc)
+
+
+def replay_result(call: Call) -> ChatResult:
+    """Rebuild the recorded `ChatResult` of a hit (fresh message objects each time)."""
+    value = call.value()
+    if value is None:  # a skipped incomplete call has no output
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=""))])
+    generations = [
+        ChatGeneration(message=g["message"].model_copy(deep=True), generation_info=g["info"])
+        for g in value["generations"]
+    ]
+    return ChatResult(generations=generations, llm_output=value["llm_output"])
+
+
+def rechunk(message: BaseMessage) -> list[AIMessageChunk]:
+    """Split a recorded message into chunks a streaming consumer can render word by word.
+
+    Text is cut after each word; tool calls, usage and response metadata ride on the last
+    chunk (as providers send them). The chunks add up to the recorded message.
+    """
+    content = message.content
+    pieces: list[Any] = _WORDS.findall(content) if isinstance(content, str) else [content]
+    if not pieces:
+        pieces = [""]
+    chunks = [AIMessageChunk(content=p, id=message.id) for p in pieces[:-1]]
+    tool_calls = getattr(message, "tool_calls", None) or []
+    last = AIMessageChunk(
+        content=pieces[-1],
+        id=message.id,
+        additional_kwargs=dict(message.additional_kwargs),
+        response_metadata=dict(message.response_metadata),
+        usage_metadata=getattr(message, "usage_metadata", None),
+        tool_call_chunks=[
+            {
+                "name": c["name"],
+                "args": json.dumps(c["args"]),
+                "id": c.get("id"),
+                "index": i,
+                "type": "tool_call_chunk",
+            }
+            for i, c in enumerate(tool_calls)
+        ],
+        chunk_position="last",
+    )
+    chunks.append(last)
+    return chunks
+
+
+def merge_chunks(chunks: list[Any]) -> ChatResult:
+    """The `ChatResult` a completed stream adds up to."""
+    from langchain_core.messages import message_chunk_to_message
+
+    merged = chunks[0]
+    for chunk in chunks[1:]:
+        merged = merged + chunk
+    return ChatResult(generations=[ChatGeneration(message=message_chunk_to_message(merged))])
+
+
+def token_chunks(result: ChatResult) -> list[ChatGenerationChunk]:
+    """Generation chunks for `on_llm_new_token` when a replay must stream."""
+    return [ChatGenerationChunk(message=c) for c in rechunk(result.generations[0].message)]
+
+
+def wants_tokens(run_manager: Any) -> bool:
+    """True when a streaming handler (stream_mode="messages", astream_events) listens."""
+    if run_manager is None:
+        return False
+    from langchain_core.tracers._streaming import _StreamingCallbackHandler
+
+    return any(isinstance(h, _StreamingCallbackHandler) for h in run_manager.handlers)
+
+
+def mark_replayed(run_manager: Any) -> None:
+    """Tag the callbacks still to come for this call (`on_llm_new_token`, `on_llm_end`)."""
+    if run_manager is None:
+        return
+    if REPLAYED_TAG not in run_manager.tags:
+        run_manager.tags.append(REPLAYED_TAG)
+    run_manager.metadata["agentrewind"] = "replayed"

@@ -1,0 +1,292 @@
+"""Class-level interception of every chat-model and tool call, inert outside a wrapped run.
+
+Six funnels (research/langchain-durable-anchors.md §2.2-2.3): `BaseChatModel`
+`_generate_with_cache`/`_agenerate_with_cache` (invoke, batch, implicit streaming),
+`stream`/`astream` (explicit streaming) and `BaseTool.run`/`arun`. Each wrapper first reads
+one `ContextVar`; when no wrapped run is active it calls the original straight away.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import wrapt
+from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables.config import ensure_config
+from langchain_core.tools import BaseTool
+
+from agentrewind import SerializationError
+
+from . import _chat
+from ._scope import ACTIVE, FORCED, REPLAYED_TAG, Scope
+from ._tools import ToolCallInfo, begin_tool, not_journaled
+
+__all__ = ["install", "installed"]
+
+_lock = threading.Lock()
+_installed = False
+
+try:  # private helper; the cache funnel receives messages already normalised by it
+    from langchain_core.language_models.chat_models import _normalize_messages
+except ImportError:  # pragma: no cover - older/newer langchain-core
+
+    def _normalize_messages(messages: Any) -> Any:
+        return messages
+
+
+def installed() -> bool:
+    """True once the patches are in place (they stay for the life of the process)."""
+    return _installed
+
+
+def install() -> None:
+    """Patch the six funnels once per process (idempotent, thread-safe).
+
+    `Middleware.wrap` calls this; outside a wrapped run each patch costs one `ContextVar` read.
+    """
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        mod = "langchain_core.language_models.chat_models"
+        wrapt.wrap_function_wrapper(mod, "BaseChatModel._generate_with_cache", _generate)
+        wrapt.wrap_function_wrapper(mod, "BaseChatModel._agenerate_with_cache", _agenerate)
+        wrapt.wrap_function_wrapper(mod, "BaseChatModel.stream", _stream)
+        wrapt.wrap_function_wrapper(mod, "BaseChatModel.astream", _astream)
+        wrapt.wrap_function_wrapper("langchain_core.tools.base", "BaseTool.run", _tool_run)
+        wrapt.wrap_function_wrapper("langchain_core.tools.base", "BaseTool.arun", _tool_arun)
+        _installed = True
+
+
+# -- chat: the cache funnel (invoke, ainvoke, batch, implicit streaming) -------------------
+def _bind_generate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    extra = dict(kwargs)
+    messages = args[0] if args else extra.pop("messages")
+    stop = args[1] if len(args) > 1 else extra.pop("stop", None)
+    run_manager = args[2] if len(args) > 2 else extra.pop("run_manager", None)
+    return messages, stop, run_manager, extra
+
+
+def _decide(scope: Scope, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    forced = FORCED.get()
+    messages, stop, run_manager, extra = _bind_generate(args, kwargs)
+    if forced is not None:
+        FORCED.set(None)
+        return forced, run_manager, True
+    metadata = run_manager.metadata if run_manager is not None else None
+    call = _chat.begin_chat(scope.run, model, messages, stop, extra, metadata)
+    return call, run_manager, False
+
+
+def _generate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseChatModel):
+        return wrapped(*args, **kwargs)
+    call, run_manager, forced = _decide(scope, instance, args, kwargs)
+    if call.hit:
+        result = _chat.replay_result(call)
+        _chat.mark_replayed(run_manager)
+        if run_manager is not None and (forced or _chat.wants_tokens(run_manager)):
+            for chunk in _chat.token_chunks(result):
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        return result
+    call.start()
+    with call.executing():
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+    _chat.journal(call, result)
+    return result
+
+
+async def _agenerate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseChatModel):
+        return await wrapped(*args, **kwargs)
+    call, run_manager, forced = _decide(scope, instance, args, kwargs)
+    if call.hit:
+        result = _chat.replay_result(call)
+        _chat.mark_replayed(run_manager)
+        if run_manager is not None and (forced or _chat.wants_tokens(run_manager)):
+            for chunk in _chat.token_chunks(result):
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        return result
+    await call.astart()
+    with call.executing():
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            await call.afail(exc)
+            raise
+    await _chat.ajournal(call, result)
+    return result
+
+
+# -- chat: explicit streaming ---------------------------------------------------------------
+class _StreamCall:
+    """The parts of a `stream(input, config, *, stop, **kwargs)` call the journal needs."""
+
+    def __init__(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        extra = dict(kwargs)
+        self.model = model
+        self.input = args[0] if args else extra.pop("input")
+        self.config = args[1] if len(args) > 1 else extra.pop("config", None)
+        self.stop = extra.pop("stop", None)
+        self.extra = extra
+
+    def streams(self, *, async_api: bool) -> bool:
+        # Models that cannot stream fall back to (a)invoke, which the cache funnel records.
+        return bool(
+            self.model._should_stream(async_api=async_api, **{**self.extra, "stream": True})
+        )
+
+    def begin(self, scope: Scope) -> Any:
+        messages = _normalize_messages(self.model._convert_input(self.input).to_messages())
+        metadata = ensure_config(self.config).get("metadata")
+        return _chat.begin_chat(scope.run, self.model, messages, self.stop, self.extra, metadata)
+
+    def replay_config(self) -> Any:
+        config = ensure_config(self.config)
+        config["tags"] = [*config.get("tags", []), REPLAYED_TAG]
+        config["metadata"] = {**config.get("metadata", {}), "agentrewind": "replayed"}
+        return config
+
+
+def _stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseChatModel):
+        return wrapped(*args, **kwargs)
+    return _stream_in_run(scope, wrapped, _StreamCall(instance, args, kwargs), args, kwargs)
+
+
+def _stream_in_run(
+    scope: Scope, wrapped: Any, sc: _StreamCall, args: Any, kwargs: Any
+) -> Iterator[Any]:
+    if not sc.streams(async_api=False):
+        yield from wrapped(*args, **kwargs)
+        return
+    call = sc.begin(scope)
+    if call.hit:
+        token = FORCED.set(call)
+        try:  # fires on_chat_model_start / tokens / on_llm_end, tagged as replayed
+            message = sc.model.invoke(sc.input, sc.replay_config(), stop=sc.stop, **sc.extra)
+        finally:
+            FORCED.reset(token)
+        yield from _chat.rechunk(message)
+        return
+    call.start()
+    chunks: list[Any] = []
+    try:
+        for chunk in wrapped(*args, **kwargs):
+            chunks.append(chunk)
+            yield chunk
+    except BaseException as exc:
+        call.fail(exc)
+        raise
+    if chunks:
+        _chat.journal(call, _chat.merge_chunks(chunks))
+
+
+def _astream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseChatModel):
+        return wrapped(*args, **kwargs)
+    return _astream_in_run(scope, wrapped, _StreamCall(instance, args, kwargs), args, kwargs)
+
+
+async def _astream_in_run(
+    scope: Scope, wrapped: Any, sc: _StreamCall, args: Any, kwargs: Any
+) -> AsyncIterator[Any]:
+    if not sc.streams(async_api=True):
+        async for chunk in wrapped(*args, **kwargs):
+            yield chunk
+        return
+    call = sc.begin(scope)
+    if call.hit:
+        token = FORCED.set(call)
+        try:
+            message = await sc.model.ainvoke(sc.input, sc.replay_config(), stop=sc.stop, **sc.extra)
+        finally:
+            FORCED.reset(token)
+        for piece in _chat.rechunk(message):
+            yield piece
+        return
+    await call.astart()
+    chunks: list[Any] = []
+    try:
+        async for chunk in wrapped(*args, **kwargs):
+            chunks.append(chunk)
+            yield chunk
+    except BaseException as exc:
+        await call.afail(exc)
+        raise
+    if chunks:
+        await _chat.ajournal(call, _chat.merge_chunks(chunks))
+
+
+# -- tools ------------------------------------------------------------------------------------
+def _tool_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseTool):
+        return wrapped(*args, **kwargs)
+    info = ToolCallInfo(instance, args, kwargs)
+    call = begin_tool(scope, info)
+    if call.hit:
+        output = info.replayed(call)
+        configure, start = info.callback_args()
+        manager = CallbackManager.configure(*configure)
+        serialized, input_str = info.start_payload()
+        run_manager = manager.on_tool_start(serialized, input_str, **start)
+        run_manager.on_tool_end(output, name=instance.name)
+        return output
+    call.start()
+    with call.executing():
+        try:
+            output = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+    if info.error_output(output):
+        call.fail(RuntimeError(str(output.content)))
+        return output
+    try:
+        call.complete(output)
+    except SerializationError as exc:
+        not_journaled(call, exc)
+    return output
+
+
+async def _tool_arun(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    scope = ACTIVE.get()
+    if scope is None or not isinstance(instance, BaseTool):
+        return await wrapped(*args, **kwargs)
+    info = ToolCallInfo(instance, args, kwargs)
+    call = begin_tool(scope, info)
+    if call.hit:
+        output = info.replayed(call)
+        configure, start = info.callback_args()
+        manager = AsyncCallbackManager.configure(*configure)
+        serialized, input_str = info.start_payload()
+        run_manager = await manager.on_tool_start(serialized, input_str, **start)
+        await run_manager.on_tool_end(output, name=instance.name)
+        return output
+    await call.astart()
+    with call.executing():
+        try:
+            output = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            await call.afail(exc)
+            raise
+    if info.error_output(output):
+        await call.afail(RuntimeError(str(output.content)))
+        return output
+    try:
+        await call.acomplete(output)
+    except SerializationError as exc:
+        not_journaled(call, exc)
+    return output
