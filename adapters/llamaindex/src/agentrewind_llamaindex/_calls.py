@@ -1,0 +1,219 @@
+"""Record and replay LLM and tool calls made inside workflow steps (DESIGN §3, hooks H3/H4).
+
+Every LlamaIndex LLM and tool class gets its call methods wrapped once, at class level. A
+wrapper does nothing unless an agentrewind run is active (`agentrewind.current_run()`); then
+the call is looked up in the run's journal and either replayed or executed and recorded. A
+guard per kind records a nested call once: `achat_with_tools` funnelling into `achat` is one
+LLM call, while an LLM call made by a tool is still recorded on its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from llama_index.core.base.llms.base import BaseLLM
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+from llama_index.core.tools.types import BaseTool
+
+import agentrewind
+from agentrewind import Call
+
+from ._keys import llm_key, tool_key
+from ._state import current_invocation
+
+__all__ = ["install_call_hooks"]
+
+_LLM_METHODS = (
+    "chat",
+    "achat",
+    "stream_chat",
+    "astream_chat",
+    "chat_with_tools",
+    "achat_with_tools",
+    "stream_chat_with_tools",
+    "astream_chat_with_tools",
+)
+_TOOL_METHODS = ("call", "acall")
+_MARK = "__agentrewind_wrapped__"
+_GUARDS: dict[str, ContextVar[bool]] = {
+    "llm": ContextVar("agentrewind_llamaindex_in_llm", default=False),
+    "tool": ContextVar("agentrewind_llamaindex_in_tool", default=False),
+}
+
+
+# -- the replay decision, shared by every wrapper ---------------------------------------------
+def _begin(
+    kind: str, obj: Any, method: str, args: tuple[Any, ...], kw: dict[str, Any]
+) -> Call | None:
+    run = agentrewind.current_run()
+    if run is None or _GUARDS[kind].get():
+        return None
+    if kind == "llm":
+        return run.begin("llm", type(obj).__name__, llm_key(obj, method, args, kw))
+    name = getattr(getattr(obj, "metadata", None), "name", None) or type(obj).__name__
+    return run.begin("tool", name, tool_key(args, kw), side_effects=True)
+
+
+def _usage(out: Any) -> dict[str, Any]:
+    """Meta of a recorded call: token usage, and the step invocation that made it.
+
+    A resumed run counts the calls of journaled steps as consumed (see `Journal.settle_calls`).
+    """
+    meta: dict[str, Any] = {"invocation": current_invocation()}
+    raw = getattr(out, "raw", None)
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int):
+        meta["tokens"] = tokens
+    return meta
+
+
+def _stream_record(chunks: list[ChatResponse]) -> dict[str, Any]:
+    return {"deltas": [c.delta or "" for c in chunks], "final": chunks[-1] if chunks else None}
+
+
+def _stream_replay(recorded: dict[str, Any]) -> list[ChatResponse]:
+    """Re-chunk a recorded stream so streaming consumers still see deltas."""
+    final: ChatResponse | None = recorded["final"]
+    deltas: list[str] = recorded["deltas"]
+    if final is None:
+        return []
+    out: list[ChatResponse] = []
+    text = ""
+    for delta in deltas[:-1]:
+        text += delta
+        out.append(
+            ChatResponse(message=ChatMessage(role=final.message.role, content=text), delta=delta)
+        )
+    out.append(final)
+    return out
+
+
+# -- sync and async executions ------------------------------------------------------------------
+def _sync_wrapper(kind: str, method: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+    streaming = "stream" in method
+
+    @functools.wraps(orig)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _begin(kind, self, method, args, kwargs)
+        if call is None:
+            return orig(self, *args, **kwargs)
+        if call.hit:
+            value = call.value()
+            return iter(_stream_replay(value)) if streaming else value
+        call.start()
+        token = _GUARDS[kind].set(True)
+        try:
+            with call.executing():
+                out = orig(self, *args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        finally:
+            _GUARDS[kind].reset(token)
+        if streaming:
+            return _record_sync_stream(call, out)
+        call.complete(out, _usage(out))
+        return out
+
+    return wrapper
+
+
+def _record_sync_stream(call: Call, gen: Iterator[ChatResponse]) -> Iterator[ChatResponse]:
+    chunks: list[ChatResponse] = []
+    try:
+        for chunk in gen:
+            chunks.append(chunk)
+            yield chunk
+    except BaseException as exc:
+        call.fail(exc)
+        raise
+    call.complete(_stream_record(chunks), _usage(chunks[-1] if chunks else None))
+
+
+def _async_wrapper(kind: str, method: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+    streaming = "stream" in method
+
+    @functools.wraps(orig)
+    async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _begin(kind, self, method, args, kwargs)
+        if call is None:
+            return await orig(self, *args, **kwargs)
+        if call.hit:
+            value = call.value()
+            return _aiter(_stream_replay(value)) if streaming else value
+        await call.astart()
+        token = _GUARDS[kind].set(True)
+        try:
+            with call.executing():
+                out = await orig(self, *args, **kwargs)
+        except BaseException as exc:
+            await call.afail(exc)
+            raise
+        finally:
+            _GUARDS[kind].reset(token)
+        if streaming:
+            return _record_async_stream(call, out)
+        await call.acomplete(out, _usage(out))
+        return out
+
+    return wrapper
+
+
+async def _aiter(items: list[ChatResponse]) -> AsyncIterator[ChatResponse]:
+    for item in items:
+        yield item
+
+
+async def _record_async_stream(
+    call: Call, gen: AsyncIterator[ChatResponse]
+) -> AsyncIterator[ChatResponse]:
+    chunks: list[ChatResponse] = []
+    try:
+        async for chunk in gen:
+            chunks.append(chunk)
+            yield chunk
+    except BaseException as exc:
+        await call.afail(exc)
+        raise
+    await call.acomplete(_stream_record(chunks), _usage(chunks[-1] if chunks else None))
+
+
+# -- installation -------------------------------------------------------------------------------
+def _subclasses(root: type) -> list[type]:
+    seen: list[type] = []
+    stack = [root]
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.append(cls)
+        stack.extend(cls.__subclasses__())
+    return seen
+
+
+def _patch(cls: type, kind: str, methods: tuple[str, ...]) -> None:
+    for method in methods:
+        orig = cls.__dict__.get(method)
+        if orig is None or not callable(orig) or getattr(orig, _MARK, False):
+            continue
+        make = _async_wrapper if inspect.iscoroutinefunction(orig) else _sync_wrapper
+        wrapper = make(kind, method, orig)
+        setattr(wrapper, _MARK, True)
+        setattr(cls, method, wrapper)
+
+
+def install_call_hooks() -> None:
+    """Wrap the call methods of every LlamaIndex LLM and tool class defined so far.
+
+    Idempotent and cheap: already-wrapped methods are skipped. Called when a workflow is
+    wrapped and again when each of its runs starts, so classes defined later are covered.
+    """
+    for cls in _subclasses(BaseLLM):
+        _patch(cls, "llm", _LLM_METHODS)
+    for cls in _subclasses(BaseTool):
+        _patch(cls, "tool", _TOOL_METHODS)

@@ -1,0 +1,172 @@
+"""The tick journal of a workflow run in the agentrewind store: load, cut, restore, write.
+
+Each tick the control loop reduces becomes one step record (`kind="node"`), keyed
+`llamaindex:tick#<seq>`, whose output holds the encoded tick (the exact `BasicRuntime.journal()`
+encoding, so `BasicRuntime.restore` replays it) plus, when they changed, the committed
+`ctx.store` state, the agent memories and the stream events the tick made durable. One record
+is one atomic store write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from workflows import Context, Workflow
+from workflows.context.serializers import JsonSerializer
+from workflows.plugins.basic import JournalRecord, basic_runtime
+from workflows.runtime.control_loop.reduce import _reduce_tick
+from workflows.runtime.types.commands import CommandCompleteRun, CommandFailWorkflow, CommandHalt
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.ticks import TickStepResult, WorkflowTick, WorkflowTickAdapter
+
+from agentrewind import Run, StepRecord, Store
+from agentrewind._ids import new_id
+
+__all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record"]
+
+TICK_PREFIX = "llamaindex:tick#"
+_TERMINAL = (CommandCompleteRun, CommandFailWorkflow, CommandHalt)
+
+
+def decode_tick(serializer: JsonSerializer, data: str) -> WorkflowTick:
+    with serializer.validation_context():
+        return WorkflowTickAdapter.validate_python(serializer.deserialize(data))
+
+
+def describe_tick(tick: WorkflowTick) -> str:
+    """A short record name: the tick type, and the step for step ticks."""
+    step = getattr(tick, "step_id", None)
+    return f"{tick.type}:{step}" if step else tick.type
+
+
+def next_seq(run: Run) -> int:
+    """Allocate the next record sequence number of the run (shared with its call records)."""
+    with run._lock:
+        run._seq += 1
+        return run._seq
+
+
+def tick_record(
+    run: Run,
+    index: int,
+    name: str,
+    output: dict[str, Any],
+    *,
+    step_id: str | None = None,
+    seq: int | None = None,
+) -> StepRecord:
+    now = time.time()
+    return StepRecord(
+        run_id=run.run_id,
+        step_id=step_id or new_id(),
+        key=f"{TICK_PREFIX}{index}",
+        kind="node",
+        name=name,
+        status="completed",
+        seq=next_seq(run) if seq is None else seq,
+        output=output,
+        meta={"tick": index},
+        created_at=now,
+        updated_at=now,
+    )
+
+
+@dataclasses.dataclass
+class Journal:
+    """What a run's journal says at the point a resume continues from."""
+
+    ticks: list[str] = dataclasses.field(default_factory=list)
+    """Encoded ticks kept for replay (everything before the cut)."""
+    state: dict[str, Any] | None = None
+    """Committed `ctx.store` state at the cut (the `Context.to_dict()["state"]` layout)."""
+    memories: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Journaled agent memories at the cut, by reference."""
+    events: list[str] = dataclasses.field(default_factory=list)
+    """Encoded stream events made durable before the cut, in order."""
+    stale: list[StepRecord] = dataclasses.field(default_factory=list)
+    """Tick records at or after the cut: a resumed run overwrites them."""
+    finished: bool = False
+    """The journal ends with a completed run."""
+    settled_calls: list[StepRecord] = dataclasses.field(default_factory=list)
+    """LLM/tool call records made by steps whose result is journaled before the cut."""
+
+    @property
+    def resumable(self) -> bool:
+        return bool(self.ticks)
+
+    @classmethod
+    def load(
+        cls, store: Store, run_id: str, workflow: Workflow, serializer: JsonSerializer
+    ) -> Journal:
+        """Read the run's tick records and cut them where the run stopped for good.
+
+        A crash leaves no terminal tick: everything journaled replays and the steps that were
+        in flight run again. A failure, a cancellation or a completion is a terminal tick: the
+        cut drops it, so the failed step runs again on the state from before it (a completed
+        run starts over, its LLM and tool calls replaying from the journal).
+        """
+        steps = store.load_steps(run_id)
+        records = [r for r in steps if r.key.startswith(TICK_PREFIX) and not r.meta.get("dropped")]
+        records.sort(key=lambda r: int(r.key[len(TICK_PREFIX) :]))
+        kept: list[StepRecord] = []
+        for i, record in enumerate(records):
+            if int(record.key[len(TICK_PREFIX) :]) != i:
+                break
+            kept.append(record)
+        cut, finished, settled = cls._find_cut(
+            [r.output["tick"] for r in kept], workflow, serializer
+        )
+        if finished:
+            cut, settled = 0, set()
+        journal = cls(finished=finished, stale=records[cut:])
+        journal.settled_calls = [
+            r for r in steps if r.kind in ("llm", "tool") and r.meta.get("invocation") in settled
+        ]
+        for record in kept[:cut]:
+            out = record.output
+            journal.ticks.append(out["tick"])
+            if out.get("state") is not None:
+                journal.state = out["state"]
+            journal.memories.update(out.get("memories") or {})
+            journal.events.extend(out.get("events") or [])
+        return journal
+
+    @staticmethod
+    def _find_cut(
+        ticks: list[str], workflow: Workflow, serializer: JsonSerializer
+    ) -> tuple[int, bool, set[str]]:
+        state = BrokerState.from_workflow(workflow)
+        settled: set[str] = set()
+        for i, data in enumerate(ticks):
+            tick = decode_tick(serializer, data)
+            state, commands = _reduce_tick(tick, state, time.time())
+            for command in commands:
+                if isinstance(command, _TERMINAL):
+                    return i, isinstance(command, CommandCompleteRun), settled
+            if (
+                isinstance(tick, TickStepResult)
+                and tick.invocation_id is not None
+                and not any(getattr(r, "type", None) == "failed" for r in tick.result)
+            ):
+                settled.add(tick.invocation_id)
+        return len(ticks), False, settled
+
+    def settle_calls(self, run: Run) -> None:
+        """Count the calls of journaled steps as consumed.
+
+        Those steps never run again, so their recordings are not replayed: no divergence.
+        """
+        with run._lock:
+            for record in self.settled_calls:
+                run._unconsumed.get((record.kind, record.name), set()).discard(record.key)
+
+    def context(self, workflow: Workflow, serializer: JsonSerializer) -> Context:
+        """A context that continues the run: the replayed broker state plus the committed state."""
+        records = [JournalRecord(seq=i, data=data) for i, data in enumerate(self.ticks)]
+        restored = basic_runtime.restore(workflow, None, records, serializer=serializer)
+        snapshot = restored.to_dict(serializer, include_state=False)
+        if self.state is not None:
+            snapshot["state"] = self.state
+        return Context.from_dict(workflow, snapshot, serializer=serializer)

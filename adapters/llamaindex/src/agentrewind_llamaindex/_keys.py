@@ -1,0 +1,83 @@
+"""What identifies an LLM or tool call: inputs normalised so a resumed run finds its record.
+
+Ids that change on every run (message ids, tool-call ids) and the workflow `Context` a
+context-aware tool receives are kept out of keys (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from workflows import Context
+
+__all__ = ["llm_key", "strip_context", "tool_key"]
+
+_VOLATILE = frozenset({"id", "id_", "tool_call_id", "tool_id", "call_id"})
+
+
+def strip_context(value: Any) -> Any:
+    """Drop workflow `Context` objects from (nested) dicts, lists and tuples of arguments."""
+    if isinstance(value, Mapping):
+        return {k: strip_context(v) for k, v in value.items() if not isinstance(v, Context)}
+    if isinstance(value, list | tuple):
+        return type(value)(strip_context(v) for v in value if not isinstance(v, Context))
+    return value
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """JSON-like data for hashing: pydantic dumped, volatile ids removed, objects named."""
+    if depth > 20:
+        return repr(value)
+    if isinstance(value, Context):
+        return None
+    if isinstance(value, BaseModel):
+        try:
+            value = value.model_dump(mode="json")
+        except Exception:
+            return f"<{type(value).__qualname__}>"
+    if isinstance(value, Mapping):
+        return {
+            str(k): _plain(v, depth + 1)
+            for k, v in value.items()
+            if str(k) not in _VOLATILE and not isinstance(v, Context)
+        }
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    metadata = getattr(value, "metadata", None)
+    if metadata is not None and hasattr(metadata, "name"):  # a tool passed to *_with_tools
+        return _tool_spec(value)
+    return f"<{type(value).__qualname__}>"
+
+
+def _tool_spec(tool: Any) -> dict[str, Any]:
+    meta = tool.metadata
+    try:
+        params = meta.get_parameters_dict()
+    except Exception:
+        params = None
+    return {"name": meta.name, "description": meta.description, "parameters": _plain(params)}
+
+
+def llm_key(llm: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Key input of an LLM call: the model's identity, the method family and its inputs."""
+    try:
+        meta = llm.metadata.model_dump(mode="json")
+    except Exception:
+        meta = {}
+    return {
+        "llm": type(llm).__qualname__,
+        "model": _plain(meta),
+        "method": method.removeprefix("a").removeprefix("stream_") if method else method,
+        "stream": "stream" in method,
+        "args": _plain(list(args)),
+        "kwargs": _plain(kwargs),
+    }
+
+
+def tool_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Key input of a tool call: its arguments without the injected `Context`."""
+    return {"args": _plain(list(args)), "kwargs": _plain(strip_context(kwargs))}

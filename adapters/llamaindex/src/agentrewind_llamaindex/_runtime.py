@@ -1,0 +1,236 @@
+"""`RewindRuntime`: a runtime decorator that journals every tick with the committed state.
+
+Hook H1+H2 of llamaindex-anchors §4. Its internal adapter writes, in `on_tick` (before the
+tick's commands start the next step), one record holding the tick, the committed `ctx.store`
+state (`_state.DurableState`), changed agent memories and the stream events the tick made
+durable, in one atomic store write. Stream events published by the control loop after a tick
+are added to that tick's record in `after_tick`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from workflows import Workflow
+from workflows.context.serializers import BaseSerializer
+from workflows.events import Event, StartEvent
+from workflows.runtime.runtime_decorators import (
+    BaseExternalRunAdapterDecorator,
+    BaseInternalRunAdapterDecorator,
+    BaseRuntimeDecorator,
+)
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter, Runtime
+from workflows.runtime.types.ticks import (
+    TickAddEvent,
+    TickSessionStart,
+    TickStepResult,
+    WorkflowTick,
+)
+
+from agentrewind import Run, StepRecord
+
+from ._journal import describe_tick, tick_record
+from ._memory import MemoryRegistry, RewindSerializer
+from ._state import DurableState, StepScopedStore, current_invocation
+
+__all__ = ["RewindRuntime", "RunState"]
+
+
+@dataclasses.dataclass(eq=False)
+class RunState:
+    """Everything the adapters of one run share (internal adapters are made per step)."""
+
+    run: Run
+    serializer: RewindSerializer
+    durable: DurableState
+    memories: MemoryRegistry
+    next_tick: int
+    replay_events: list[Event]
+    on_close: Any
+    """`async (exc | None) -> None`, called once when the run's result is known."""
+    stream_buffers: dict[str | None, list[str]] = dataclasses.field(default_factory=dict)
+    outbox: dict[str, list[TickAddEvent]] = dataclasses.field(default_factory=dict)
+    """Events steps sent with `ctx.send_event`, held until the step's result is journaled."""
+    last_record: StepRecord | None = None
+    proxy: StepScopedStore | None = None
+    closed: bool = False
+    started: bool = False
+
+    def store_for(self, live: Any) -> Any:
+        if live is None:
+            return None
+        if self.proxy is None or self.proxy._live is not live:
+            self.proxy = StepScopedStore(live, self.durable)
+        return self.proxy
+
+    async def persist(self, tick: WorkflowTick, live: Any) -> None:
+        if isinstance(tick, TickSessionStart) and not self.started:
+            self.started = True
+            await self.memories.load_pending()
+        if live is not None:
+            live_state = await live.get_state()
+            self.durable.ensure(live_state)
+            self.memories.scan(live_state)
+        events: list[str] = []
+        if isinstance(tick, TickStepResult):
+            ok = not any(getattr(r, "type", None) == "failed" for r in tick.result)
+            self.durable.commit(tick.invocation_id, ok)
+            events = self.stream_buffers.pop(tick.invocation_id, []) if ok else []
+            if not ok:
+                self.stream_buffers.pop(tick.invocation_id, None)
+        else:
+            self.durable.commit(None, True)
+        events = self.stream_buffers.pop(None, []) + events
+        output: dict[str, Any] = {"tick": self.serializer.serialize(tick)}
+        if self.durable.changed:
+            output["state"] = self.durable.data
+            self.durable.changed = False
+        memories = await self.memories.snapshot()
+        if memories:
+            output["memories"] = memories
+        if events:
+            output["events"] = events
+        record = tick_record(self.run, self.next_tick, describe_tick(tick), output)
+        self.next_tick += 1
+        self.last_record = record
+        await self.run.middleware.store.aput_steps([record])
+
+    async def flush_loop_events(self) -> None:
+        """Add events the control loop published after the last tick to that tick's record."""
+        events = self.stream_buffers.pop(None, [])
+        if not events or self.last_record is None:
+            return
+        record = self.last_record
+        output = dict(record.output)
+        output["events"] = [*(output.get("events") or []), *events]
+        record = dataclasses.replace(record, output=output)
+        self.last_record = record
+        await self.run.middleware.store.aput_steps([record])
+
+
+class _InternalAdapter(BaseInternalRunAdapterDecorator):
+    def __init__(self, decorated: InternalRunAdapter, state: RunState) -> None:
+        super().__init__(decorated)
+        self._state = state
+
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> Any:
+        live = self._decorated.get_state_store(namespace)
+        return self._state.store_for(live) if not namespace else live
+
+    async def write_to_event_stream(self, event: Event) -> None:
+        state = self._state
+        state.stream_buffers.setdefault(current_invocation(), []).append(
+            state.serializer.serialize(event)
+        )
+        await self._decorated.write_to_event_stream(event)
+
+    async def send_event(self, tick: WorkflowTick) -> None:
+        # Transactional outbox: an event a step sends is delivered once the step's result is
+        # journaled (the reducer recorded it as a pending delivery of that result). A step
+        # that was in flight at a crash runs again and sends again; holding the first send
+        # back means it was never delivered, so nothing downstream runs twice.
+        emission = getattr(tick, "emission", None)
+        if (
+            isinstance(tick, TickAddEvent)
+            and emission is not None
+            and emission.invocation_id == current_invocation()
+        ):
+            self._state.outbox.setdefault(emission.invocation_id, []).append(tick)
+            return
+        await self._decorated.send_event(tick)
+
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        await self._decorated.on_tick(tick)
+        first = not self._state.started
+        await self._state.persist(tick, self._decorated.get_state_store(()))
+        if isinstance(tick, TickStepResult) and tick.invocation_id is not None:
+            for held in self._state.outbox.pop(tick.invocation_id, []):
+                await self._decorated.send_event(held)
+        if first and isinstance(tick, TickSessionStart):
+            # Re-emit what the interrupted run had streamed, before any step runs again.
+            for event in self._state.replay_events:
+                await self._decorated.write_to_event_stream(event)
+
+    async def after_tick(self, tick: WorkflowTick) -> None:
+        await self._decorated.after_tick(tick)
+        await self._state.flush_loop_events()
+
+
+class _ExternalAdapter(BaseExternalRunAdapterDecorator):
+    def __init__(self, decorated: ExternalRunAdapter, state: RunState) -> None:
+        super().__init__(decorated)
+        self._state = state
+
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> Any:
+        live = self._decorated.get_state_store(namespace)
+        return self._state.store_for(live) if not namespace else live
+
+    async def get_result(self) -> Any:
+        try:
+            result = await self._decorated.get_result()
+        except BaseException as exc:
+            await self._close(exc)
+            raise
+        await self._close(None)
+        return result
+
+    async def _close(self, exc: BaseException | None) -> None:
+        if self._state.closed:
+            return
+        self._state.closed = True
+        await self._state.on_close(exc)
+        abort = getattr(self._decorated, "abort", None)
+        if callable(abort):
+            abort()  # frees the run id in the inner runtime so the same process can resume it
+
+
+class RewindRuntime(BaseRuntimeDecorator):
+    """Wraps a workflow's runtime so runs started by `RewindWorkflow.run` are journaled.
+
+    Runs that were not prepared by `RewindWorkflow.run` pass straight through.
+
+    Args:
+        decorated: The runtime the workflow used (usually `workflows.plugins.basic_runtime`).
+    """
+
+    def __init__(self, decorated: Runtime) -> None:
+        super().__init__(decorated)
+        self._runs: dict[str, RunState] = {}
+
+    def prepare(self, run_id: str, state: RunState) -> None:
+        """Attach the journal state of a run about to start."""
+        self._runs[run_id] = state
+
+    def forget(self, run_id: str) -> None:
+        """Detach a finished run."""
+        self._runs.pop(run_id, None)
+
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        state = self._runs.get(run_id)
+        if state is not None:
+            state.next_tick = init_state.journal_seq
+            serializer = state.serializer
+        adapter = super().run_workflow(
+            run_id, workflow, init_state, start_event, serialized_state, serializer
+        )
+        return adapter if state is None else _ExternalAdapter(adapter, state)
+
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        adapter = super().get_internal_adapter(workflow)
+        state = self._runs.get(adapter.run_id)
+        return adapter if state is None else _InternalAdapter(adapter, state)
+
+    def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
+        adapter = super().get_external_adapter(run_id)
+        state = self._runs.get(run_id)
+        return adapter if state is None else _ExternalAdapter(adapter, state)

@@ -1,0 +1,150 @@
+"""`ctx.store` writes become durable only with the result of the step that made them.
+
+The live store keeps the framework's semantics (a write is visible at once, to every step).
+Beside it, `DurableState` keeps the state as JSON (the `Context.to_dict()["state"]` layout)
+holding only the writes of steps whose result has been journaled: each write through
+`StepScopedStore` is turned into a JSON Patch of just the paths it changed and parked under
+the step invocation that made it; the step's result tick applies the patches (or drops them
+when the step failed). A crash therefore never persists half of an in-flight step's writes
+(which a resumed run would apply a second time), and a failed step is retried on the state
+from before it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel
+from workflows.context.serializers import JsonSerializer
+from workflows.context.state_store import (
+    DictState,
+    StateCheckpoint,
+    apply_state_patch,
+    copy_state_for_edit,
+    create_cleared_state,
+    merge_state,
+    set_by_path_copy,
+)
+from workflows.runtime.types.results import StepWorkerStateContextVar
+
+__all__ = ["DurableState", "StepScopedStore", "current_invocation"]
+
+
+def current_invocation() -> str | None:
+    """The id of the step invocation running in this context, or None outside steps."""
+    try:
+        return StepWorkerStateContextVar.get().state.invocation_id
+    except LookupError:
+        return None
+
+
+class DurableState:
+    """The committed state of one run as JSON, advanced one step result at a time."""
+
+    def __init__(self, serializer: JsonSerializer, data: dict[str, Any] | None) -> None:
+        self.serializer = serializer
+        self.data = data
+        self.changed = data is None
+        self._pending: dict[str | None, list[list[dict[str, Any]]]] = {}
+
+    def ensure(self, live_state: BaseModel) -> None:
+        """Take the live state as the starting point of a fresh run."""
+        if self.data is None:
+            self.data = StateCheckpoint(live_state, self.serializer).to_dict()
+            self.changed = True
+
+    def note(self, before: BaseModel, after: BaseModel) -> None:
+        """Park the patch from `before` to `after` under the running step invocation."""
+        patch = StateCheckpoint(after, self.serializer).diff(
+            StateCheckpoint(before, self.serializer)
+        )
+        if patch:
+            self._pending.setdefault(current_invocation(), []).append(patch)
+
+    def note_set(self, after: BaseModel, path: str) -> None:
+        """Park the write of `ctx.store.set(path, ...)` as a replace of its top-level key.
+
+        Not a diff: agents mutate a value from `store.get` in place and set it back (the
+        scratchpad list), and a diff sees the same object on both sides.
+        """
+        top = path.split(".", 1)[0]
+        pointer = top.replace("~", "~0").replace("/", "~1")
+        if isinstance(after, DictState):
+            value = after._data[top]
+            op = {"op": "add", "path": f"/state_data/_data/{pointer}"}
+            op["value"] = json.loads(json.dumps(self.serializer.serialize_value(value)))
+        else:
+            op = {"op": "add", "path": f"/state_data/value/{pointer}"}
+            op["value"] = after.model_dump(mode="json", include={top})[top]
+        self._pending.setdefault(current_invocation(), []).append([op])
+
+    def commit(self, invocation_id: str | None, ok: bool) -> None:
+        """Apply (or, for a failed step, drop) the writes of one invocation.
+
+        Writes made outside any step (from the handler) are applied with every tick.
+        """
+        for key in (None, invocation_id) if invocation_id is not None else (None,):
+            patches = self._pending.pop(key, [])
+            if not ok and key is not None:
+                continue
+            for patch in patches:
+                self._apply(patch)
+
+    def _apply(self, patch: list[dict[str, Any]]) -> None:
+        assert self.data is not None
+        try:
+            self.data = apply_state_patch(self.data, patch)
+        except (KeyError, IndexError, TypeError):
+            # The patch's parent container was created by a step still in flight (so it is
+            # not committed yet): apply the operations one by one, skipping what cannot land.
+            for op in patch:
+                try:
+                    self.data = apply_state_patch(self.data, [op])
+                except (KeyError, IndexError, TypeError):
+                    continue
+        self.changed = True
+
+
+class StepScopedStore:
+    """A `ctx.store` that forwards to the live store and reports each write's patch."""
+
+    def __init__(self, live: Any, durable: DurableState) -> None:
+        self._live = live
+        self._durable = durable
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._live, name)
+
+    async def get_state(self) -> Any:
+        return await self._live.get_state()
+
+    async def get(self, path: str, default: Any = Ellipsis) -> Any:
+        return await self._live.get(path, default)
+
+    async def set(self, path: str, value: Any) -> None:
+        before = await self._live.get_state()
+        self._durable.note_set(set_by_path_copy(before, path, value), path)
+        await self._live.set(path, value)
+
+    async def set_state(self, state: Any) -> None:
+        before = await self._live.get_state()
+        self._durable.note(before, merge_state(before, state))
+        await self._live.set_state(state)
+
+    async def clear(self) -> None:
+        before = await self._live.get_state()
+        self._durable.note(before, create_cleared_state(type(before)))
+        await self._live.clear()
+
+    @asynccontextmanager
+    async def edit_state(self) -> AsyncIterator[Any]:
+        async with self._live.edit_state() as state:
+            before = copy_state_for_edit(state)
+            yield state
+        self._durable.note(before, state)
+
+    def to_dict(self, serializer: Any) -> dict[str, Any]:
+        return self._live.to_dict(serializer)  # type: ignore[no-any-return]

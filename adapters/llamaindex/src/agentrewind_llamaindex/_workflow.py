@@ -1,0 +1,181 @@
+"""`RewindWorkflow`: a workflow whose runs are journaled and resume by run id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+from typing import Any
+
+from workflows import Context, Workflow
+from workflows.context.serializers import JsonSerializer, PickleSerializer
+from workflows.errors import WorkflowCancelledByUser
+from workflows.handler import WorkflowHandler
+
+from agentrewind import Middleware, Run, RunContext, Serializer
+from agentrewind._ids import new_id
+
+from ._calls import install_call_hooks
+from ._journal import Journal
+from ._memory import MemoryRegistry, RewindSerializer
+from ._runtime import RewindRuntime, RunState
+from ._state import DurableState
+
+__all__ = ["RewindWorkflow"]
+
+
+class _RunScope:
+    """Holds an agentrewind run open for a workflow run that lives in a background task.
+
+    The run is entered inside a copied context; the workflow's tasks are created in that
+    context, so `agentrewind.current_run()` is the run inside every step, while the caller's
+    own context stays untouched. The run is closed in the same context when the result is in.
+    """
+
+    def __init__(self, run_context: RunContext) -> None:
+        self._rc = run_context
+        self.context = contextvars.copy_context()
+
+    def enter(self) -> Run:
+        return self.context.run(self._rc.__enter__)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.context.run(fn, *args, **kwargs)
+
+    def exit(self, exc: BaseException | None) -> None:
+        self.context.run(self._rc.__exit__, type(exc) if exc else None, exc, None)
+
+    async def aexit(self, exc: BaseException | None) -> None:
+        await asyncio.create_task(
+            self._rc.__aexit__(type(exc) if exc else None, exc, None), context=self.context
+        )
+
+
+def _base_serializer(workflow: Workflow) -> JsonSerializer:
+    serializer = workflow.runtime.get_serializer(workflow)
+    if isinstance(serializer, JsonSerializer) and not isinstance(serializer, PickleSerializer):
+        return serializer
+    return JsonSerializer()  # never pickle: the journal is JSON even if the workflow pickles
+
+
+class RewindWorkflow:
+    """A LlamaIndex workflow (or agent) whose runs are checkpointed tick by tick.
+
+    Every other attribute is the wrapped workflow's. Get one from `Middleware.wrap(workflow)`.
+
+    Args:
+        middleware: Where runs are journaled.
+        workflow: The workflow, agent or `AgentWorkflow`; its runtime is replaced by a
+            `RewindRuntime` around it, so it must not have run yet.
+    """
+
+    def __init__(self, middleware: Middleware, workflow: Workflow) -> None:
+        if not isinstance(workflow, Workflow):
+            raise TypeError(f"expected a llama-index Workflow, got {type(workflow).__name__}")
+        runtime = workflow.runtime
+        if not isinstance(runtime, RewindRuntime):
+            try:
+                runtime = RewindRuntime(runtime)
+                workflow._switch_runtime(runtime)
+            except RuntimeError as exc:
+                raise RuntimeError(
+                    "wrap the workflow before its first run: its runtime is locked once it runs"
+                ) from exc
+        self._middleware = middleware
+        self._workflow = workflow
+        self._runtime = runtime
+        install_call_hooks()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._workflow, name)
+
+    def __repr__(self) -> str:
+        return f"RewindWorkflow({self._workflow!r}, {self._middleware.store!r})"
+
+    @property
+    def workflow(self) -> Workflow:
+        """The wrapped workflow."""
+        return self._workflow
+
+    def run(
+        self,
+        ctx: Context | None = None,
+        start_event: Any = None,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandler:
+        """Start a run, or resume the unfinished run `run_id`.
+
+        With the id of a run that crashed, the journal replays and the steps that were in
+        flight run again; after a failed step, that step runs again on the `ctx.store` state
+        from before it. LLM and tool calls that completed replay from the journal. Start
+        arguments are ignored when a run resumes.
+
+        Args:
+            ctx: An explicit context (skips the journal lookup, the run is still journaled).
+            start_event: The start event of a new run.
+            run_id: The run to start or resume (default: a new id, see `handler.run_id`).
+            **kwargs: Start event fields of a new run.
+
+        Raises:
+            RunLockedError: Another live process drives this run.
+        """
+        install_call_hooks()
+        run_id = run_id or new_id()
+        scope = _RunScope(self._middleware.run(run_id))
+        run = scope.enter()
+        try:
+            handler = self._start(scope, run, ctx, start_event, run_id, kwargs)
+        except BaseException as exc:
+            self._runtime.forget(run_id)
+            scope.exit(exc)
+            raise
+        return handler
+
+    def _start(
+        self,
+        scope: _RunScope,
+        run: Run,
+        ctx: Context | None,
+        start_event: Any,
+        run_id: str,
+        kwargs: dict[str, Any],
+    ) -> WorkflowHandler:
+        wf = self._workflow
+        memories = MemoryRegistry(Serializer(allowed_types=()))
+        serializer = RewindSerializer(_base_serializer(wf), memories)
+        journal = Journal.load(run.middleware.store, run_id, wf, serializer)
+        if journal.stale:
+            run.middleware.store.put_steps(
+                [
+                    dataclasses.replace(
+                        r, status="failed", output=None, meta={**r.meta, "dropped": True}
+                    )
+                    for r in journal.stale
+                ]
+            )
+        journal.settle_calls(run)
+        memories.restore(journal.memories)
+        if ctx is None and journal.resumable:
+            ctx = journal.context(wf, serializer)
+        replay = [serializer.deserialize(e) for e in journal.events]
+
+        async def on_close(exc: BaseException | None) -> None:
+            if isinstance(exc, WorkflowCancelledByUser | asyncio.CancelledError):
+                run.status = "paused"
+            self._runtime.forget(run_id)
+            await scope.aexit(exc)
+
+        state = RunState(
+            run=run,
+            serializer=serializer,
+            durable=DurableState(serializer, journal.state if journal.resumable else None),
+            memories=memories,
+            next_tick=0,
+            replay_events=replay,
+            on_close=on_close,
+        )
+        self._runtime.prepare(run_id, state)
+        if ctx is None:
+            return scope.call(wf.run, start_event=start_event, run_id=run_id, **kwargs)  # type: ignore[no-any-return]
+        return scope.call(wf.run, ctx=ctx, run_id=run_id)  # type: ignore[no-any-return]

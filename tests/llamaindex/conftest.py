@@ -1,0 +1,49 @@
+"""Fixtures for the LlamaIndex adapter tests: durable store URLs and crash-test subprocesses."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("agentrewind_llamaindex")
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+from li_helpers import Side  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # llama-index itself touches deprecated pydantic attributes (inspect.getmembers on agents).
+    for item in items:
+        if str(item.fspath).startswith(str(HERE)):
+            item.add_marker(
+                pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+            )
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    """A store URL other processes can open: a SQLite file, or Redis in a fresh namespace."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={namespace}"
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_url")
+        yield f"{url}?namespace={namespace}"
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=f"ar:{namespace}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def side(tmp_path: Path) -> Side:
+    return Side(tmp_path / "side.txt")

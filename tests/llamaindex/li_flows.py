@@ -1,0 +1,298 @@
+"""Workflows and agents the LlamaIndex tests run, in-process and as crash-test subprocesses.
+
+Run in a subprocess as `li_flows.main([SCENARIO, STORE_URL, RUN_ID, SIDE_FILE, crash?])` (the
+module is imported by name in both processes, so journaled event classes resolve the same).
+Every real
+execution (step, LLM call, tool call) appends a line to SIDE_FILE, so a test can count what
+ran across processes; the last stdout line is a JSON summary. With `crash` the process
+SIGKILLs itself at the scenario's crash point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole, ToolCallBlock
+from llama_index.core.llms import MockLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool
+from workflows import Context, Workflow, step
+from workflows.events import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    StartEvent,
+    StopEvent,
+)
+
+from agentrewind_llamaindex import Middleware
+
+SIDE = {"file": None, "crash": None}
+
+
+def note(what: str) -> None:
+    """Append one execution to the side file."""
+    if SIDE["file"]:
+        with open(SIDE["file"], "a") as f:
+            f.write(what + "\n")
+
+
+def crash_point(name: str) -> None:
+    if SIDE["crash"] == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class CountingLLM(MockLLM):
+    """MockLLM that notes each real call (it echoes the prompt, upper-cased)."""
+
+    async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        note(f"llm:{messages[-1].content}")
+        return ChatResponse(
+            message=ChatMessage(role="assistant", content=str(messages[-1].content).upper())
+        )
+
+
+# -- 1. three steps, two LLM calls in step 2 ---------------------------------------------------
+class Planned(Event):
+    plan: str
+
+
+class Drafted(Event):
+    draft: str
+
+
+class ThreeSteps(Workflow):
+    llm: Any = None
+
+    @step
+    async def plan(self, ctx: Context, ev: StartEvent) -> Planned:
+        note("step:plan")
+        r = await self.llm.achat([ChatMessage(role="user", content=f"plan {ev.topic}")])
+        await ctx.store.set("plan", r.message.content)
+        return Planned(plan=str(r.message.content))
+
+    @step
+    async def draft(self, ctx: Context, ev: Planned) -> Drafted:
+        note("step:draft")
+        a = await self.llm.achat([ChatMessage(role="user", content=f"outline {ev.plan}")])
+        b = await self.llm.achat([ChatMessage(role="user", content=f"write {a.message.content}")])
+        crash_point("draft")
+        await ctx.store.set("words", len(str(b.message.content).split()))
+        return Drafted(draft=str(b.message.content))
+
+    @step
+    async def publish(self, ctx: Context, ev: Drafted) -> StopEvent:
+        note("step:publish")
+        return StopEvent(
+            result={
+                "draft": ev.draft,
+                "plan": await ctx.store.get("plan"),
+                "words": await ctx.store.get("words"),
+            }
+        )
+
+
+def three_steps() -> ThreeSteps:
+    wf = ThreeSteps(timeout=30)
+    wf.llm = CountingLLM()
+    return wf
+
+
+# -- 2. a step that raises until it is fixed ---------------------------------------------------
+FIX = {"fixed": False}
+
+
+class Counted(Event):
+    n: int
+
+
+class Flaky(Workflow):
+    @step
+    async def first(self, ctx: Context, ev: StartEvent) -> Counted:
+        note("step:first")
+        await ctx.store.set("visits", 1)
+        await ctx.store.set("log", ["first"])
+        return Counted(n=1)
+
+    @step
+    async def second(self, ctx: Context, ev: Counted) -> StopEvent:
+        note("step:second")
+        visits = await ctx.store.get("visits")
+        log = await ctx.store.get("log")
+        seen = {"visits": visits, "log": list(log)}
+        await ctx.store.set("visits", visits + 1)
+        await ctx.store.set("log", [*log, "second"])
+        if not FIX["fixed"]:
+            raise RuntimeError("second step is broken")
+        return StopEvent(result={"seen": seen, "visits": await ctx.store.get("visits")})
+
+
+# -- 3. parallel workers with a crash ----------------------------------------------------------
+class Charge(Event):
+    item: int
+
+
+class Charged(Event):
+    item: int
+
+
+class Parallel(Workflow):
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Charge | None:
+        for i in range(3):
+            ctx.send_event(Charge(item=i))
+        return None
+
+    @step(num_workers=3)
+    async def charge(self, ctx: Context, ev: Charge) -> Charged:
+        async with ctx.store.edit_state() as state:
+            state["charges"] = state.get("charges", 0) + 1
+        note(f"charge:{ev.item}")
+        if ev.item == 2:
+            await asyncio.sleep(0.4)  # the other workers finish and are journaled meanwhile
+            crash_point("charge")
+        return Charged(item=ev.item)
+
+    @step
+    async def total(self, ctx: Context, ev: Charged) -> StopEvent | None:
+        done = ctx.collect_events(ev, [Charged] * 3)
+        if done is None:
+            return None
+        return StopEvent(
+            result={
+                "charges": await ctx.store.get("charges"),
+                "items": sorted(e.item for e in done),
+            }
+        )
+
+
+# -- 4. FunctionAgent, two tools -----------------------------------------------------------------
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    note("tool:add")
+    return a + b
+
+
+def multiply(a: int, b: int) -> int:
+    """Multiply two numbers."""
+    note("tool:multiply")
+    crash_point("multiply")
+    return a * b
+
+
+def script(messages: Any, **kwargs: Any) -> ChatMessage:
+    """A function-calling LLM: add(2, 3), then multiply(5, 4), then answer."""
+    done = [m for m in messages if m.role == MessageRole.TOOL]
+    note(f"llm:{len(done)}")
+    if len(done) == 0:
+        return ChatMessage(
+            role="assistant",
+            blocks=[
+                ToolCallBlock(tool_call_id="c1", tool_name="add", tool_kwargs={"a": 2, "b": 3})
+            ],
+        )
+    if len(done) == 1:
+        return ChatMessage(
+            role="assistant",
+            blocks=[
+                ToolCallBlock(tool_call_id="c2", tool_name="multiply", tool_kwargs={"a": 5, "b": 4})
+            ],
+        )
+    return ChatMessage(role="assistant", content=f"The answer is {done[-1].content}")
+
+
+def agent() -> FunctionAgent:
+    return FunctionAgent(
+        tools=[FunctionTool.from_defaults(add), FunctionTool.from_defaults(multiply)],
+        llm=MockFunctionCallingLLM(response_generator=script),
+        system_prompt="You calculate.",
+        timeout=30,
+    )
+
+
+# -- 5. human in the loop ------------------------------------------------------------------------
+class Approval(Workflow):
+    llm: Any = None
+
+    @step
+    async def ask(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        note("step:ask")
+        draft = await self.llm.achat([ChatMessage(role="user", content=f"email about {ev.topic}")])
+        answer = await ctx.wait_for_event(
+            HumanResponseEvent,
+            waiter_event=InputRequiredEvent(prefix=f"send {draft.message.content}?"),
+            waiter_id="approve",
+        )
+        return StopEvent(result=f"{draft.message.content} -> {answer.response}")
+
+
+def approval() -> Approval:
+    wf = Approval(timeout=30)
+    wf.llm = CountingLLM()
+    return wf
+
+
+# -- the subprocess driver ------------------------------------------------------------------------
+async def _memory_dump(handler: Any) -> list[list[str]]:
+    memory = await handler.ctx.store.get("memory")
+    return [
+        [
+            m.role.value,
+            str(m.content or ""),
+            ",".join(b.tool_name for b in m.blocks if isinstance(b, ToolCallBlock)),
+        ]
+        for m in await memory.aget_all()
+    ]
+
+
+async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
+    mw = Middleware(url)
+    try:
+        if scenario == "three":
+            return {"result": await mw.wrap(three_steps()).run(run_id=run_id, topic="pirates")}
+        if scenario == "parallel":
+            return {"result": await mw.wrap(Parallel(timeout=30)).run(run_id=run_id)}
+        if scenario == "agent":
+            handler = mw.wrap(agent()).run(user_msg="What is (2+3)*4?", run_id=run_id)
+            result = await handler
+            return {"result": str(result), "memory": await _memory_dump(handler)}
+        if scenario in ("hitl-ask", "hitl-answer"):
+            handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
+            prompts = []
+            async for ev in handler.stream_events():
+                if isinstance(ev, InputRequiredEvent):
+                    prompts.append(ev.prefix)
+                    if scenario == "hitl-ask":
+                        await handler.cancel_run()  # the process goes away while the run waits
+                        break
+                    await handler.send_event(HumanResponseEvent(response="yes"))
+            if scenario == "hitl-ask":
+                return {"prompts": prompts}
+            return {"result": await handler, "prompts": prompts}
+        raise SystemExit(f"unknown scenario {scenario}")
+    finally:
+        mw.close()
+
+
+def run_here(scenario: str, url: str, run_id: str, side: str, crash: str | None = None) -> Any:
+    """Drive a scenario in this process, noting executions in `side`."""
+    SIDE["file"], SIDE["crash"] = side, crash
+    try:
+        return json.loads(json.dumps(asyncio.run(drive(scenario, url, run_id))))
+    finally:
+        SIDE["file"] = SIDE["crash"] = None
+
+
+def main(argv: list[str]) -> None:
+    scenario, url, run_id, side = argv[:4]
+    print(json.dumps(run_here(scenario, url, run_id, side, argv[4] if len(argv) > 4 else None)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
