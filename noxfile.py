@@ -11,7 +11,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core"]
+nox.options.sessions = ["lint", "core", "langchain", "langgraph", "llamaindex", "reliability"]
 
 
 def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -71,3 +71,6 @@ def bench(session: nox.Session) -> None:
     """Benchmarks that print our figures beside the anchors'."""
     sync(session, "all", groups=("test", "bench"))
     session.run("python", "benchmarks/core_bench.py", *session.posargs)
+    session.run("python", "benchmarks/timeline_bench.py", "--stores", "memory,sqlite,redis")
+    session.run("python", "benchmarks/langchain_bench.py")
+    session.run("python", "benchmarks/langgraph_bench.py", "--quick")
