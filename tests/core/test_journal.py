@@ -341,3 +341,16 @@ def test_parent_links_form_a_chain(mw: Middleware) -> None:
     steps = mw.store.load_steps("r")
     assert steps[0].parent_id is None
     assert [s.parent_id for s in steps[1:]] == [steps[0].step_id, steps[1].step_id]
+
+
+def test_next_seq_and_mark_consumed(mw: Middleware) -> None:
+    f = Counter()
+    with mw.run("r") as run:
+        run.step("a", f, 1)
+        first = run.next_seq()
+        assert run.next_seq() == first + 1
+    with mw.run("r", strict=True) as run:
+        recorded = [s.key for s in mw.store.load_steps("r")]
+        run.mark_consumed(recorded)
+        run.step("a", f, 2)  # no DivergenceError: the recorded call was marked consumed
+    assert f.calls == [1, 2]

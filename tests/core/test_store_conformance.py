@@ -208,3 +208,11 @@ async def test_async_twins(store: Store) -> None:
     assert len(await store.aload_steps("r")) == 23
     assert await store.aprune(keep_last=0) == 1
     assert await store.adelete_run("r") is False
+
+
+def test_put_steps_moves_heads_atomically(store: Store) -> None:
+    store.put_steps([rec("r", "a", 1), rec("r", "b", 2)], heads={"main": "id-b", "alt": "id-a"})
+    assert store.get_heads("r") == {"main": "id-b", "alt": "id-a"}
+    assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+    with pytest.raises(ValueError, match="exactly one run"):
+        store.put_steps([rec("r", "c", 3), rec("other", "d", 1)], heads={"main": "id-c"})

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -360,6 +360,25 @@ class Run:
                 await store.aend_run(self.run_id, self.status, self.metrics)
         finally:
             await self._adrop_lease()
+
+    # -- helpers for adapters that write their own records -----------------------------------
+    def next_seq(self) -> int:
+        """Reserve the next sequence number of this run (for records an adapter writes itself)."""
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def mark_consumed(self, keys: Iterable[str]) -> None:
+        """Treat recorded calls as replayed for divergence checks.
+
+        An adapter that restores a framework's own state (for example a workflow resumed past
+        finished steps) calls this for the calls of those steps, which will never be asked for.
+        """
+        with self._lock:
+            for key in keys:
+                record = self._records.get(key)
+                if record is not None:
+                    self._unconsumed.get((record.kind, record.name), set()).discard(key)
 
     # -- the replay decision ----------------------------------------------------------------
     def digest(self, key_input: Any) -> str:

@@ -172,12 +172,26 @@ class Store(abc.ABC):
 
     # -- steps ------------------------------------------------------------------------------
     @abc.abstractmethod
-    def put_steps(self, records: list[StepRecord]) -> None:
-        """Insert or replace steps (keyed by run and key) in one atomic write."""
+    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+        """Insert or replace steps (keyed by run and key) in one atomic write.
+
+        Args:
+            records: Steps, all of one run when `heads` is given.
+            heads: Branch heads of that run to move in the same write (`{branch: step_id}`).
+        """
 
     def put_step(self, record: StepRecord) -> None:
         """Insert or replace one step atomically."""
         self.put_steps([record])
+
+    @staticmethod
+    def _heads_run(records: list[StepRecord], heads: dict[str, str] | None) -> str | None:
+        if not heads:
+            return None
+        run_ids = {r.run_id for r in records}
+        if len(run_ids) != 1:
+            raise ValueError("put_steps(heads=...) needs records of exactly one run")
+        return run_ids.pop()
 
     @abc.abstractmethod
     def load_steps(self, run_id: str) -> list[StepRecord]:
@@ -253,9 +267,11 @@ class Store(abc.ABC):
         """Async twin of `prune`."""
         return await self._in_thread(self.prune, keep_last=keep_last, older_than=older_than)
 
-    async def aput_steps(self, records: list[StepRecord]) -> None:
+    async def aput_steps(
+        self, records: list[StepRecord], *, heads: dict[str, str] | None = None
+    ) -> None:
         """Async twin of `put_steps`."""
-        await self._in_thread(self.put_steps, records)
+        await self._in_thread(self.put_steps, records, heads=heads)
 
     async def aput_step(self, record: StepRecord) -> None:
         """Async twin of `put_step`."""

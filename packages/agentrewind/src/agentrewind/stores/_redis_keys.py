@@ -57,11 +57,14 @@ redis.call('HSETNX', KEYS[4], 'status', 'running')
 redis.call('HSET', KEYS[4], 'updated_at', ARGV[1])
 """
 
-# KEYS: run data keys. ARGV: now, then (key, step_id, seq, data) per record.
+# KEYS: run data keys. ARGV: now, n_heads, (branch, step_id) * n_heads, then
+# (key, step_id, seq, data) per record.
 PUT_STEPS = (
     _TOUCH
     + """
-for i = 2, #ARGV, 4 do
+local n = tonumber(ARGV[2])
+for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1]) end
+for i = 3 + 2 * n, #ARGV, 4 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 3])
   redis.call('ZADD', KEYS[2], ARGV[i + 2], ARGV[i])
   redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i])

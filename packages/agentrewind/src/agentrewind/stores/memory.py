@@ -121,7 +121,8 @@ class MemoryStore(Store):
                 self._live(run_id)
             return before - len(self._runs)
 
-    def put_steps(self, records: list[StepRecord]) -> None:
+    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+        head_run = self._heads_run(records, heads)
         encoded = [(r.run_id, r.key, r.encode()) for r in records]
         now = time.time()
         with self._lock:
@@ -129,6 +130,8 @@ class MemoryStore(Store):
                 run = self._ensure(run_id, now)
                 run.steps[key] = data
                 self._touch(run, now)
+            if head_run is not None and heads:
+                self._ensure(head_run, now).heads.update(heads)
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         with self._lock:

@@ -202,12 +202,18 @@ class RedisStore(Store):
         return 0  # Redis expires keys itself; list_runs drops their index entries.
 
     # -- steps ------------------------------------------------------------------------------
-    def put_steps(self, records: list[StepRecord]) -> None:
+    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+        head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
             by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode()))
         for run_id, args in by_run.items():
-            self._script("PUT_STEPS", self._keys(run_id).data_keys(), [time.time(), *args])
+            head_args: list[Any] = []
+            if run_id == head_run and heads:
+                for branch, step_id in heads.items():
+                    head_args += [branch, step_id]
+            argv = [time.time(), len(head_args) // 2, *head_args, *args]
+            self._script("PUT_STEPS", self._keys(run_id).data_keys(), argv)
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).steps))

@@ -112,13 +112,19 @@ class SQLiteStore(Store):
         return len(expired)
 
     # -- steps ------------------------------------------------------------------------------
-    def put_steps(self, records: list[StepRecord]) -> None:
+    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+        head_run = self._heads_run(records, heads)
         rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
         now = time.time()
         with self.db.write() as conn:
             conn.executemany(_sql.UPSERT_STEP, rows)
             for run_id in {r.run_id for r in records}:
                 conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, now))
+            if head_run is not None and heads:
+                conn.executemany(
+                    _sql.SET_HEAD,
+                    [(self.namespace, head_run, branch, sid) for branch, sid in heads.items()],
+                )
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         if self.get_run(run_id) is None:
