@@ -15,17 +15,16 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._context import CURRENT_CALL
+from ._call import Call, CallEvent
 from ._ids import new_id
+from ._lease import LeaseKeeper
 from .errors import (
     DivergenceError,
     DivergenceWarning,
     IncompleteStepError,
-    RecordedStepError,
     RunLockedError,
 )
 from .records import RunMetrics, StepRecord
@@ -38,207 +37,6 @@ __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
 T = TypeVar("T")
 IncompletePolicy = Literal["rerun", "skip", "raise"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallEvent:
-    """What happened to one call in this execution of a run."""
-
-    kind: str
-    name: str
-    key: str
-    outcome: Literal["replayed", "executed", "failed", "skipped"]
-
-
-class Call:
-    """One intercepted call: either a replay `hit`, or a call to execute and then record.
-
-    Adapters use it as: `call = run.begin(...)`; if `call.hit`, return `call.value()`;
-    else `call.start()`, run the real thing inside `call.executing()`, then `call.complete(out)`
-    or `call.fail(exc)` (each with an `a`-prefixed async twin).
-    """
-
-    __slots__ = (
-        "_t0",
-        "base",
-        "hit",
-        "key",
-        "kind",
-        "name",
-        "occurrence",
-        "record",
-        "record_failures",
-        "run",
-        "side_effects",
-        "step_id",
-    )
-
-    def __init__(
-        self,
-        run: Run,
-        kind: str,
-        name: str,
-        base: str,
-        occurrence: int,
-        record: StepRecord | None,
-        *,
-        hit: bool,
-        side_effects: bool,
-        record_failures: bool,
-    ) -> None:
-        self.run = run
-        self.kind = kind
-        self.name = name
-        self.base = base
-        self.occurrence = occurrence
-        self.key = f"{base}#{occurrence}"
-        self.record = record
-        self.hit = hit
-        self.side_effects = side_effects
-        self.record_failures = record_failures
-        self.step_id = record.step_id if record is not None else new_id()
-        self._t0 = 0.0
-
-    # -- replay -----------------------------------------------------------------------------
-    def value(self) -> Any:
-        """The recorded output of a hit, decoded (raises a recorded failure again)."""
-        assert self.record is not None and self.hit
-        if self.record.status == "failed":
-            err = self.record.meta.get("error", {})
-            raise RecordedStepError(err.get("type", "Error"), err.get("message", ""))
-        return self.run.middleware.serializer.from_tree(self.record.output)
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """Meta of the recorded step (usage, timings...) or {} when there is none."""
-        return {} if self.record is None else self.record.meta
-
-    # -- execution --------------------------------------------------------------------------
-    def _started_record(self) -> StepRecord | None:
-        self._t0 = time.perf_counter()
-        if not self.side_effects:
-            return None
-        now = time.time()
-        return self.run._record(self, "started", None, {"started_at": now})
-
-    def start(self) -> None:
-        """Write the `started` marker (for calls with side effects) before executing."""
-        record = self._started_record()
-        if record is not None:
-            try:
-                self.run.middleware.store.put_step(record)
-            except BaseException:
-                self.run._release(self)  # it never ran: a retry must reuse this key
-                raise
-
-    async def astart(self) -> None:
-        """Async twin of `start`."""
-        record = self._started_record()
-        if record is not None:
-            try:
-                await self.run.middleware.store.aput_step(record)
-            except BaseException:
-                self.run._release(self)
-                raise
-
-    @contextmanager
-    def executing(self) -> Iterator[None]:
-        """Make `idempotency_key()` and nested-call detection see this call."""
-        token = CURRENT_CALL.set(self)
-        try:
-            yield
-        finally:
-            CURRENT_CALL.reset(token)
-
-    def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
-        try:
-            tree = self.run.middleware.serializer.to_tree(output)
-        except BaseException:
-            self.run._release(self)
-            raise
-        info = dict(meta or {})
-        info["duration"] = time.perf_counter() - self._t0 if self._t0 else 0.0
-        return self.run._record(self, "completed", tree, info)
-
-    def complete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
-        """Record the output; `meta` may carry `tokens` (int) and anything JSON-able.
-
-        Raises:
-            SerializationError: The output cannot be stored; the call counts as failed and the
-                run can go on.
-        """
-        record = self._completed_record(output, meta)
-        try:
-            self.run.middleware.store.put_step(record)
-        except BaseException:
-            self.run._release(self)
-            raise
-        self.run._after_complete(self, record)
-
-    async def acomplete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
-        """Async twin of `complete`."""
-        record = self._completed_record(output, meta)
-        try:
-            await self.run.middleware.store.aput_step(record)
-        except BaseException:
-            self.run._release(self)
-            raise
-        self.run._after_complete(self, record)
-
-    def _failed_record(self, exc: BaseException) -> StepRecord | None:
-        self.run._note(self, "failed")
-        error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
-        meta: dict[str, Any] = {"error": error}
-        if self.record_failures:
-            meta["recorded"] = True
-        else:
-            self.run._release(self)
-        if not (self.side_effects or self.record_failures):
-            return None
-        return self.run._record(self, "failed", None, meta)
-
-    def fail(self, exc: BaseException) -> None:
-        """Note a failure: the call runs again on resume unless `record_failures` is set."""
-        record = self._failed_record(exc)
-        if record is not None:
-            self.run.middleware.store.put_step(record)
-
-    async def afail(self, exc: BaseException) -> None:
-        """Async twin of `fail`."""
-        record = self._failed_record(exc)
-        if record is not None:
-            await self.run.middleware.store.aput_step(record)
-
-
-class _LeaseKeeper(threading.Thread):
-    def __init__(self, run: Run, renewed_at: float) -> None:
-        super().__init__(name=f"agentrewind-lease-{run.run_id}", daemon=True)
-        self.owner_run = run
-        self.stop = threading.Event()
-        self.lost = False
-        self.renewed_at = renewed_at
-
-    @property
-    def expired(self) -> bool:
-        # Not renewed within its ttl (process stopped, store down): another process may have
-        # taken the run over, and even finished it and freed the lease, so never re-take it.
-        return self.lost or time.monotonic() - self.renewed_at >= self.owner_run.lease_ttl
-
-    def run(self) -> None:
-        r = self.owner_run
-        while not self.stop.wait(r.lease_ttl / 3):
-            if self.expired:
-                self.lost = True
-                return
-            sent = time.monotonic()
-            try:
-                result = r.middleware.store.acquire_lease(r.run_id, r.owner, r.lease_ttl)
-            except Exception:
-                continue
-            if not result.acquired:
-                self.lost = True
-                return
-            self.renewed_at = sent
 
 
 class Run:
@@ -277,7 +75,7 @@ class Run:
         self._free_occ: dict[str, list[int]] = {}
         self._seq = 0
         self._last_step_id: str | None = None
-        self._keeper: _LeaseKeeper | None = None
+        self._keeper: LeaseKeeper | None = None
         self._lease_at = 0.0
 
     def __repr__(self) -> str:
@@ -297,7 +95,7 @@ class Run:
                 self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
         if records:
             self._last_step_id = records[-1].step_id
-        self._keeper = _LeaseKeeper(self, self._lease_at)
+        self._keeper = LeaseKeeper(self, self._lease_at)
         self._keeper.start()
 
     def _open(self) -> None:
