@@ -55,7 +55,8 @@ def langgraph(session: nox.Session) -> None:
 @nox.session
 def llamaindex(session: nox.Session) -> None:
     """LlamaIndex adapter tests."""
-    sync(session, "redis", "llamaindex", groups=("test", "test-llamaindex"))
+    sync(session, "redis", "llamaindex", groups=("test", "lint", "test-llamaindex"))
+    session.run("mypy", "--strict", "adapters/llamaindex/src")
     session.run("pytest", "tests/llamaindex", *session.posargs)
 
 

@@ -1,18 +1,22 @@
 """checkpoint() latency at the 1st, 1,000th and 10,000th call: agentrewind vs agentstateprotocol.
 
 Run: python benchmarks/timeline_bench.py [--calls 10000] [--stores memory,sqlite,redis]
+    [--async-stores memory]
 Each figure is the median of the calls in a window ending at that call (the 1st is one call).
+The `acheckpoint` rows time the async twin awaited one call at a time (each call hops to the
+store's worker thread and back).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,22 @@ def measure(checkpoint: Callable[[int], Any], calls: int) -> list[float]:
     return times
 
 
+def ameasure(acheckpoint: Callable[[int], Awaitable[Any]], calls: int) -> list[float]:
+    async def go() -> list[float]:
+        times = []
+        gc.disable()
+        try:
+            for i in range(calls):
+                t0 = time.perf_counter()
+                await acheckpoint(i)
+                times.append(time.perf_counter() - t0)
+        finally:
+            gc.enable()
+        return times
+
+    return asyncio.run(go())
+
+
 def at(times: list[float], mark: int) -> float:
     if mark > len(times):
         return float("nan")
@@ -59,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--stores", default="memory,sqlite")
+    parser.add_argument("--async-stores", default="memory")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
     marks = tuple(m for m in MARKS if m <= args.calls)
@@ -90,6 +111,16 @@ def main() -> None:
             )
             print(row(f"agentrewind Timeline ({kind})", times, marks))
             store.delete_run("bench")
+            if kind in args.async_stores.split(","):
+                tl = agentrewind.Timeline("bench", store=store, events=False)
+                times = ameasure(
+                    lambda i, tl=tl: tl.acheckpoint(
+                        state_for(i), {"confidence": 0.5}, "step", f"s{i}"
+                    ),
+                    args.calls,
+                )
+                print(row(f"agentrewind acheckpoint ({kind})", times, marks))
+                store.delete_run("bench")
             store.close()
 
 

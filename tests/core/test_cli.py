@@ -1,21 +1,31 @@
-"""The `agentrewind` command, run as a subprocess on SQLite and Redis, checking its output."""
+"""The `agentrewind` command on SQLite and Redis, checking its output and exit codes.
+
+Most tests call `agentrewind.cli.main([...])` in-process (fast); `test_every_command_as_a_
+subprocess`, the demo, store errors and run-source plugins run the real command.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import agentrewind
+from agentrewind.cli import main
 from conftest import _cleanup_redis
 
 
-def cli(url: str, *args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
+def subprocess_cli(
+    url: str, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+):  # type: ignore[no-untyped-def]
     return subprocess.run(
         [sys.executable, "-m", "agentrewind.cli", "--store", url, *args],
         capture_output=True,
@@ -26,11 +36,37 @@ def cli(url: str, *args: str, env: dict[str, str] | None = None, stdin: str | No
     )
 
 
-def ok(url: str, *args: str, **kw) -> str:  # type: ignore[no-untyped-def]
-    out = cli(url, *args, **kw)
+def subprocess_ok(url: str, *args: str, **kw: Any) -> str:
+    out = subprocess_cli(url, *args, **kw)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
-    return out.stdout
+    return str(out.stdout)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """Run `agentrewind --store URL ARGS...` in-process; returns `(returncode, stdout, stderr)`."""
+
+    def run(url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        code = main(["--store", url, *args])
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+    return run
+
+
+@pytest.fixture
+def ok(cli: Callable[..., Any]) -> Callable[..., str]:
+    """Like `cli`, asserting success; returns stdout."""
+
+    def run(url: str, *args: str, **kw: Any) -> str:
+        out = cli(url, *args, **kw)
+        assert out.returncode == 0, out.stderr
+        return str(out.stdout)
+
+    return run
 
 
 @pytest.fixture(params=["sqlite", "redis"], scope="module")
@@ -62,7 +98,7 @@ def populated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     store.close()
 
 
-def test_runs(populated) -> None:  # type: ignore[no-untyped-def]
+def test_runs(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, _ = populated
     text = ok(url, "runs")
     assert text.splitlines()[0].split() == [
@@ -80,7 +116,7 @@ def test_runs(populated) -> None:  # type: ignore[no-untyped-def]
     assert job["metrics"]["replay_hits"] == 1 and job["source"] == "agentrewind"
 
 
-def test_log(populated) -> None:  # type: ignore[no-untyped-def]
+def test_log(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "log", "research")
     assert "4 step(s)" in text and "Searched ads" in text and ids["bad"][-10:] in text
@@ -90,7 +126,7 @@ def test_log(populated) -> None:  # type: ignore[no-untyped-def]
     assert [s["name"] for s in job] == ["fetch", "send"]
 
 
-def test_tree(populated) -> None:  # type: ignore[no-untyped-def]
+def test_tree(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "tree", "research")
     assert "branches: main (HEAD), reviews" in text
@@ -103,7 +139,7 @@ def test_tree(populated) -> None:  # type: ignore[no-untyped-def]
     assert "custom:fetch" in ok(url, "tree", "job")
 
 
-def test_branches(populated) -> None:  # type: ignore[no-untyped-def]
+def test_branches(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     lines = ok(url, "branches", "research").splitlines()
     assert lines[0].split()[:2] == ["*", "main"] and lines[1].split()[0] == "reviews"
@@ -111,7 +147,7 @@ def test_branches(populated) -> None:  # type: ignore[no-untyped-def]
     assert {b["name"]: b["head"] for b in data} == {"main": ids["merged"], "reviews": ids["alt"]}
 
 
-def test_show(populated) -> None:  # type: ignore[no-untyped-def]
+def test_show(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "show", "research", ids["alt"][-10:])
     assert f"step_id    {ids['alt']}" in text and '"reviews"' in text
@@ -119,7 +155,7 @@ def test_show(populated) -> None:  # type: ignore[no-untyped-def]
     assert data["step_id"] == ids["merged"] and data["output"]["sources"] == ["reviews"]
 
 
-def test_diff(populated) -> None:  # type: ignore[no-untyped-def]
+def test_diff(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "diff", f"research@{ids['root']}", f"research@{ids['bad'][-10:]}")
     assert '+ sources[0]: "ads"' in text
@@ -128,14 +164,14 @@ def test_diff(populated) -> None:  # type: ignore[no-untyped-def]
     assert "(no differences)" in ok(url, "diff", "research", "research@reviews")
 
 
-def test_metrics(populated) -> None:  # type: ignore[no-untyped-def]
+def test_metrics(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, _ = populated
     text = ok(url, "metrics", "job")
     assert "replay hits      1" in text and "steps recorded   2" in text
     assert json.loads(ok(url, "metrics", "--json"))["runs"] == 2
 
 
-def test_fork_export_import_prune(populated, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_fork_export_import_prune(populated, ok, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     assert "2 step(s) copied" in ok(url, "fork", "research", "--at", ids["alt"], "--to", "forked")
     assert json.loads(ok(url, "branches", "forked", "--json"))[0]["head"] == ids["alt"]
@@ -157,7 +193,9 @@ def test_fork_export_import_prune(populated, tmp_path: Path) -> None:  # type: i
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
-def test_prune(request: pytest.FixtureRequest, kind: str, tmp_path: Path, namespace: str) -> None:
+def test_prune(
+    request: pytest.FixtureRequest, kind: str, tmp_path: Path, namespace: str, ok
+) -> None:  # type: ignore[no-untyped-def]
     if kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'p.db'}?namespace={namespace}"
     else:
@@ -175,7 +213,7 @@ def test_prune(request: pytest.FixtureRequest, kind: str, tmp_path: Path, namesp
         store.close()
 
 
-def test_unknown_run_and_unreachable_store(populated) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_run_and_step(populated, cli) -> None:  # type: ignore[no-untyped-def]
     url, _ = populated
     commands = [["log", "ghost"], ["tree", "ghost"], ["show", "ghost", "abcd"],
                 ["branches", "ghost"], ["metrics", "ghost"], ["export", "ghost"],
@@ -187,9 +225,44 @@ def test_unknown_run_and_unreachable_store(populated) -> None:  # type: ignore[n
         assert "error: no run 'ghost'" in out.stderr and "Traceback" not in out.stderr
     out = cli(url, "show", "research", "zzzzzzzz")
     assert out.returncode == 1 and "matches no step" in out.stderr
-    out = cli("redis://127.0.0.1:1/0", "runs")
+
+
+def test_every_command_as_a_subprocess(populated, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The real command end to end: exit codes, stdout, stderr, no tracebacks.
+
+    Every command on SQLite; on Redis a few (each process spends ~0.5 s importing redis-py,
+    and the in-process tests above already run every command on Redis).
+    """
+    url, ids = populated
+    doc = tmp_path / "job.json"
+    commands = [
+        (["runs"], "research "),
+        (["log", "research"], "Searched ads"),
+        (["tree", "research"], "<- main (HEAD)"),
+        (["branches", "research"], "* main"),
+        (["show", "research", "main"], ids["merged"]),
+        (["diff", "--run", "research", ids["bad"], "main"], "~ sources[0]"),
+        (["metrics", "job"], "replay hits      1"),
+        (["fork", "research", "--at", ids["root"], "--to", "sub-fork"], "1 step(s) copied"),
+        (["export", "job", "-o", str(doc)], "exported run job"),
+        (["import", str(doc), "--run-id", "sub-job"], "imported run sub-job"),
+        (["prune", "--keep-last", "100", "--json"], '"deleted": 0'),
+    ]
+    for args, needle in commands:
+        assert needle in subprocess_ok(url, *args), args
+    out = subprocess_cli(url, "log", "ghost")
+    assert out.returncode == 1 and "error: no run 'ghost'" in out.stderr
+    assert "Traceback" not in out.stderr
+    store = agentrewind.connect(url)
+    for run_id in ("sub-fork", "sub-job"):
+        store.delete_run(run_id)
+    store.close()
+
+
+def test_unreachable_store_and_unknown_url() -> None:
+    out = subprocess_cli("redis://127.0.0.1:1/0", "runs")
     assert out.returncode == 2 and "unreachable" in out.stderr and "Traceback" not in out.stderr
-    out = cli("ftp://nowhere", "runs")
+    out = subprocess_cli("ftp://nowhere", "runs")
     assert out.returncode == 2 and "unknown store URL" in out.stderr
 
 
@@ -237,9 +310,9 @@ def test_runs_log_tree_include_run_sources(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": str(tmp_path)}
     url = f"sqlite:///{tmp_path / 's.db'}"
-    runs = ok(url, "runs", env=env)
+    runs = subprocess_ok(url, "runs", env=env)
     assert "thread-7" in runs and "fakegraph" in runs
-    assert json.loads(ok(url, "runs", "--json", env=env))[0]["source"] == "fakegraph"
-    assert "run thread-7 (fakegraph): 2 step(s)" in ok(url, "log", "thread-7", env=env)
-    tree = ok(url, "tree", "thread-7", env=env)
+    assert json.loads(subprocess_ok(url, "runs", "--json", env=env))[0]["source"] == "fakegraph"
+    assert "run thread-7 (fakegraph): 2 step(s)" in subprocess_ok(url, "log", "thread-7", env=env)
+    tree = subprocess_ok(url, "tree", "thread-7", env=env)
     assert "node:agent" in tree and "node:tools" in tree

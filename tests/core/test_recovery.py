@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from typing import Any
+
 import pytest
 
 import agentrewind
@@ -12,7 +16,9 @@ from agentrewind import (
     RecoveryError,
     RetryWithBackoff,
     Timeline,
+    TimelineError,
 )
+from agentrewind.recovery import Retry
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -25,6 +31,18 @@ def tl(request: pytest.FixtureRequest, tmp_path, namespace: str):  # type: ignor
     yield Timeline("agent", store=store)
     store.delete_run("agent")
     store.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def safe(request: pytest.FixtureRequest, tl: Timeline):  # type: ignore[no-untyped-def]
+    """`tl.safe_execute` or `tl.asafe_execute`, awaited either way."""
+
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        if request.param == "sync":
+            return tl.safe_execute(*args, **kwargs)
+        return await tl.asafe_execute(*args, **kwargs)
+
+    return run
 
 
 def test_retry_with_backoff_delays_and_types() -> None:
@@ -69,7 +87,7 @@ def test_alternative_degrade_and_composite() -> None:
     assert combo.apply({}, KeyError(), 0) is None
 
 
-def test_safe_execute_retries_with_strategy_and_keeps_failures(tl: Timeline) -> None:
+async def test_safe_execute_retries_with_strategy_and_keeps_failures(tl: Timeline, safe) -> None:  # type: ignore[no-untyped-def]
     seen: list[dict[str, object]] = []
 
     def flaky(state: dict[str, object]) -> dict[str, object]:
@@ -78,7 +96,7 @@ def test_safe_execute_retries_with_strategy_and_keeps_failures(tl: Timeline) -> 
             raise TimeoutError(f"attempt {len(seen)}")
         return {"answer": 42, "quality": state.get("_quality")}
 
-    result, cp = tl.safe_execute(
+    result, cp = await safe(
         flaky, {"q": "?"}, "answer", max_retries=3, strategy=DegradeGracefully()
     )
     assert result == {"answer": 42, "quality": "minimal"}
@@ -91,8 +109,10 @@ def test_safe_execute_retries_with_strategy_and_keeps_failures(tl: Timeline) -> 
     assert pre.description == "Pre-execution: answer" and cp.parent_id == pre.id
 
 
-def test_safe_execute_wraps_non_dict_results_and_stops_on_unhandled(tl: Timeline) -> None:
-    result, cp = tl.safe_execute(lambda s: 7, {"x": 1}, "seven")
+async def test_safe_execute_wraps_non_dict_results_and_stops_on_unhandled(
+    tl: Timeline, safe
+) -> None:  # type: ignore[no-untyped-def]
+    result, cp = await safe(lambda s: 7, {"x": 1}, "seven")
     assert result == 7 and cp.state == {"result": 7}
     calls = []
 
@@ -101,17 +121,17 @@ def test_safe_execute_wraps_non_dict_results_and_stops_on_unhandled(tl: Timeline
         raise ValueError("logic error")
 
     with pytest.raises(RecoveryError, match="failed after 1 attempt") as info:
-        tl.safe_execute(bad, {"x": 1}, "bad", max_retries=5, strategy=RetryWithBackoff(0))
+        await safe(bad, {"x": 1}, "bad", max_retries=5, strategy=RetryWithBackoff(0))
     assert len(calls) == 1  # the strategy cannot handle ValueError: no pointless retries
     assert isinstance(info.value.__cause__, ValueError) and isinstance(info.value, RuntimeError)
     assert tl.head.id == info.value.checkpoint_id and tl.get_state() == {"x": 1}
 
 
-def test_safe_execute_fallback_explores_a_branch_and_merges_back(tl: Timeline) -> None:
+async def test_safe_execute_fallback_explores_a_branch_and_merges_back(tl: Timeline, safe) -> None:  # type: ignore[no-untyped-def]
     def broken(state):  # type: ignore[no-untyped-def]
         raise ConnectionError("down")
 
-    result, cp = tl.safe_execute(
+    result, cp = await safe(
         broken, {"x": 1}, "fetch", max_retries=2, fallback=lambda s: {"cached": True}
     )
     assert result == {"cached": True} and tl.current_branch == "main"
@@ -124,10 +144,10 @@ def test_safe_execute_fallback_explores_a_branch_and_merges_back(tl: Timeline) -
         raise KeyError("nope")
 
     with pytest.raises(RecoveryError, match="fallback failed"):
-        tl.safe_execute(broken, {"y": 2}, "again", max_retries=1, fallback=also_broken)
+        await safe(broken, {"y": 2}, "again", max_retries=1, fallback=also_broken)
     assert tl.current_branch == "main" and tl.get_state() == {"y": 2}
     with pytest.raises(ValueError):
-        tl.safe_execute(broken, {}, max_retries=0)
+        await safe(broken, {}, max_retries=0)
 
 
 def test_step_decorator_sync_retries_and_rolls_back(tl: Timeline) -> None:
@@ -191,3 +211,106 @@ async def test_checkpoint_context(tl: Timeline) -> None:
     async with agentrewind.checkpoint_context("async", timeline=tl, state={"s": 1}) as actx:
         actx.state["s"] = 2
     assert tl.get_state() == {"s": 2}
+
+
+def test_strategies_plan_without_waiting() -> None:
+    waits: list[float] = []
+    backoff = RetryWithBackoff(base_delay=0.25, jitter=False, sleep=waits.append)
+    retry = backoff.plan({"q": 1}, TimeoutError(), 1)
+    assert retry is not None and retry.delay == 0.5 and retry.sleep == waits.append
+    assert retry.state["_retry_metadata"]["attempt"] == 2 and waits == []  # nothing waited yet
+    assert retry.wait() == retry.state and waits == [0.5]
+    composite = CompositeStrategy([DegradeGracefully(error_types=(KeyError,)), backoff])
+    planned = composite.plan({}, ConnectionError(), 0)
+    assert planned is not None and planned.delay == 0.25 and waits == [0.5]
+    degraded = DegradeGracefully().plan({"a": 1}, RuntimeError("x"), 0)  # default plan: apply
+    assert degraded == Retry({**DegradeGracefully().apply({"a": 1}, RuntimeError("x"), 0)})
+    assert degraded.delay == 0 and DegradeGracefully().plan({}, KeyError(), 0) is None
+
+
+async def test_asafe_execute_awaits_async_code_and_backs_off_without_blocking(
+    tl: Timeline,
+) -> None:
+    calls: list[dict[str, object]] = []
+
+    async def fetch(state: dict[str, object]) -> dict[str, object]:
+        calls.append(state)
+        await asyncio.sleep(0)
+        if len(calls) < 3:
+            raise ConnectionError(f"reset {len(calls)}")
+        return {"rows": 3}
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    background = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    strategy = RetryWithBackoff(base_delay=0.1, jitter=False)
+    result, cp = await tl.asafe_execute(fetch, {"q": 1}, "fetch", strategy=strategy)
+    elapsed = time.perf_counter() - started
+    background.cancel()
+    assert result == {"rows": 3} and cp.state == result and len(calls) == 3
+    assert [c.get("_retry_metadata", {}).get("attempt") for c in calls] == [None, 1, 2]
+    assert elapsed >= 0.3 and ticks >= 10  # waited 0.1 + 0.2 s on asyncio.sleep: loop stayed live
+    assert len([c for c in tl.checkpoints() if c.failed]) == 2
+
+    waited: list[float] = []
+
+    async def record_sleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    async def down(state: dict[str, object]) -> None:
+        raise TimeoutError("down")
+
+    async def cached(state: dict[str, object]) -> dict[str, object]:
+        return {"cached": state["q"]}
+
+    custom = RetryWithBackoff(base_delay=2.0, jitter=False, sleep=record_sleep)
+    result, merged = await tl.asafe_execute(
+        down, {"q": 2}, "down", max_retries=2, fallback=cached, strategy=custom
+    )
+    assert waited == [2.0] and result == {"cached": 2} and merged.is_merge
+    assert tl.current_branch == "main" and tl.get_state() == {"cached": 2}
+
+
+async def test_sync_safe_execute_refuses_async_code(tl: Timeline) -> None:
+    ran: list[int] = []
+
+    async def work(state: dict[str, int]) -> int:
+        ran.append(1)
+        return 1
+
+    with pytest.raises(TimelineError, match="asafe_execute"):
+        tl.safe_execute(work, {"x": 1}, "async work", max_retries=3, fallback=work)
+    assert ran == [] and not any(c.failed for c in tl.checkpoints())  # not taken as a failure
+    assert tl.metrics["errors_caught"] == 0
+
+
+async def test_step_decorator_async_retries_and_rolls_back(tl: Timeline) -> None:
+    attempts: list[dict[str, int]] = []
+
+    @agentrewind.step("fetch", timeline=tl, max_retries=3)
+    async def fetch(state: dict[str, int]) -> dict[str, int]:
+        attempts.append(state)
+        await asyncio.sleep(0)
+        if len(attempts) < 3:
+            raise TimeoutError("slow")
+        return {**state, "fetched": 1}
+
+    assert await fetch({"a": 1}) == {"a": 1, "fetched": 1}
+    assert [c.failed for c in tl.checkpoints()] == [False, True, True, False]
+    assert [c.description for c in tl.history()] == ["After: fetch", "Before: fetch"]
+
+    @agentrewind.step("never", timeline=tl)
+    async def never(state: dict[str, int]) -> None:
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        await never({"b": 2})
+    assert tl.get_state() == {"b": 2} and tl.head is not None
+    assert tl.head.description == "Before: never"

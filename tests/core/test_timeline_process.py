@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -117,3 +118,29 @@ def test_subscribe_across_processes_on_redis(
     other.checkpoint({"after": "close"})
     assert len(got) == before
     other.store.delete_run("events")
+
+
+async def test_async_writes_publish_on_redis(redis_url: str, namespace: str) -> None:
+    store = agentrewind.connect(f"{redis_url}?namespace={namespace}")
+    tl = await Timeline.aopen("aevents", store=store)
+    got: list[str] = []
+    done = threading.Event()
+
+    def on_event(event: agentrewind.TimelineEvent) -> None:
+        got.append(event.topic)
+        if len(got) == 5:
+            done.set()
+
+    try:
+        with tl.subscribe("*", on_event):
+            await tl.acheckpoint({"n": 1})
+            await tl.abranch("x")
+            await tl.acheckpoint({"n": 2})
+            await tl.aswitch_branch("main")
+            merged = await tl.amerge("x", strategy="theirs")
+            assert await asyncio.to_thread(done.wait, 10), got
+        assert got == ["main:checkpoint", "x:branch", "x:checkpoint", "main:switch", "main:merge"]
+        assert merged.is_merge and tl.get_state() == {"n": 2}
+    finally:
+        await store.adelete_run("aevents")
+        await store.aclose()

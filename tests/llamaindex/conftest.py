@@ -25,11 +25,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             )
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def durable_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
-    """A store URL other processes can open: a SQLite file, or Redis in a fresh namespace."""
-    if request.param == "sqlite":
+def _durable(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    kind = request.param
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={namespace}"
+    elif kind == "redis-cluster":
+        # a session-wide 3-master cluster of our own, killed at the end of the session
+        yield f"{request.getfixturevalue('redis_cluster')}?namespace={namespace}"
     else:
         import redis
 
@@ -42,6 +44,18 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) 
                 client.delete(*keys)
         finally:
             client.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    """A store URL other processes can open: a SQLite file, or Redis in a fresh namespace."""
+    yield from _durable(request, tmp_path, namespace)
+
+
+@pytest.fixture(params=["sqlite", "redis-cluster"])
+def cluster_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    """A SQLite file, or a 3-master Redis Cluster (single-node Redis: `durable_url`)."""
+    yield from _durable(request, tmp_path, namespace)
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@ import signal
 import sys
 from typing import Any
 
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from workflows import Context, Workflow, step
 from workflows.events import (
@@ -238,6 +239,119 @@ def approval() -> Approval:
     return wf
 
 
+# -- 6. AgentWorkflow: a router that researches and hands off to a writer with a tool -------------
+def research(topic: str) -> str:
+    """Look a topic up."""
+    note("tool:research")
+    return f"{topic} rise twice a day"
+
+
+def rhyme(word: str) -> str:
+    """Find a rhyme for a word."""
+    note("tool:rhyme")
+    crash_point("rhyme")
+    return {"tide": "ride"}.get(word, word)
+
+
+def _called(messages: Any) -> list[str]:
+    return [
+        b.tool_name
+        for m in messages
+        if m.role == MessageRole.ASSISTANT
+        for b in m.blocks
+        if isinstance(b, ToolCallBlock)
+    ]
+
+
+def team_script(messages: Any, **kwargs: Any) -> ChatMessage:
+    """Router: research, then hand off. Writer: rhyme, then answer."""
+    who = "writer" if "writer" in str(messages[0].content) else "router"
+    called = _called(messages)
+    note(f"llm:{who}:{len(called)}")
+
+    def use(tool: str, **args: Any) -> ChatMessage:
+        block = ToolCallBlock(tool_call_id=f"call-{tool}", tool_name=tool, tool_kwargs=args)
+        return ChatMessage(role="assistant", blocks=[block])
+
+    if who == "router":
+        if "research" not in called:
+            return use("research", topic="tides")
+        return use("handoff", to_agent="writer", reason="facts are in")
+    if "rhyme" not in called:
+        return use("rhyme", word="tide")
+    fact = next(str(m.content) for m in messages if m.role == MessageRole.TOOL)
+    rhymed = [str(m.content) for m in messages if m.role == MessageRole.TOOL][-1]
+    return ChatMessage(role="assistant", content=f"Poem: {fact}, we {rhymed}.")
+
+
+def team() -> AgentWorkflow:
+    llm = MockFunctionCallingLLM(response_generator=team_script)
+    router = FunctionAgent(
+        name="router",
+        description="researches and routes",
+        system_prompt="You are the router.",
+        llm=llm,
+        tools=[FunctionTool.from_defaults(research)],
+        can_handoff_to=["writer"],
+    )
+    writer = FunctionAgent(
+        name="writer",
+        description="writes poems",
+        system_prompt="You are the writer.",
+        llm=llm,
+        tools=[FunctionTool.from_defaults(rhyme)],
+    )
+    return AgentWorkflow(agents=[router, writer], root_agent="router", timeout=30)
+
+
+# -- 7. memory written by a step still in flight while another step's result is journaled -------
+class Slow(Event):
+    pass
+
+
+class Fast(Event):
+    pass
+
+
+class Done(Event):
+    who: str
+
+
+class MemoryFlow(Workflow):
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Slow | Fast | None:
+        memory = ChatMemoryBuffer.from_defaults(chat_store_key="notes")
+        await memory.aput(ChatMessage(role="user", content=ev.topic))
+        await ctx.store.set("memory", memory)
+        ctx.send_event(Slow())
+        ctx.send_event(Fast())
+        return None
+
+    @step
+    async def slow(self, ctx: Context, ev: Slow) -> Done:
+        note("step:slow")
+        memory = await ctx.store.get("memory")
+        await memory.aput(ChatMessage(role="assistant", content="slow thought"))
+        await asyncio.sleep(0.3)  # meanwhile `fast` finishes and its tick is journaled
+        crash_point("slow")
+        return Done(who="slow")
+
+    @step
+    async def fast(self, ctx: Context, ev: Fast) -> Done:
+        note("step:fast")
+        await asyncio.sleep(0.05)
+        memory = await ctx.store.get("memory")
+        await memory.aput(ChatMessage(role="assistant", content="fast thought"))
+        return Done(who="fast")
+
+    @step
+    async def finish(self, ctx: Context, ev: Done) -> StopEvent | None:
+        if ctx.collect_events(ev, [Done, Done]) is None:
+            return None
+        memory = await ctx.store.get("memory")
+        return StopEvent(result=sorted(str(m.content) for m in await memory.aget_all()))
+
+
 # -- the subprocess driver ------------------------------------------------------------------------
 async def _memory_dump(handler: Any) -> list[list[str]]:
     memory = await handler.ctx.store.get("memory")
@@ -262,6 +376,16 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
             handler = mw.wrap(agent()).run(user_msg="What is (2+3)*4?", run_id=run_id)
             result = await handler
             return {"result": str(result), "memory": await _memory_dump(handler)}
+        if scenario == "memory":
+            return {"result": await mw.wrap(MemoryFlow(timeout=30)).run(run_id=run_id, topic="hi")}
+        if scenario == "team":
+            handler = mw.wrap(team()).run(user_msg="a poem about tides", run_id=run_id)
+            result = await handler
+            return {
+                "result": str(result),
+                "agent": result.current_agent_name,
+                "memory": await _memory_dump(handler),
+            }
         if scenario in ("hitl-ask", "hitl-answer"):
             handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
             prompts = []

@@ -18,12 +18,16 @@ from typing import Any
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse
 from llama_index.core.tools.types import BaseTool
+from workflows import Context
 
 import agentrewind
 from agentrewind import Call
+from agentrewind.errors import AgentRewindError
 
+from ._compat import subclasses
 from ._keys import llm_key, tool_key
-from ._state import current_invocation
+from ._memory import install_memory_hooks
+from ._state import Patch, StepScopedStore, capture_writes, current_invocation
 
 __all__ = ["install_call_hooks"]
 
@@ -58,12 +62,15 @@ def _begin(
     return run.begin("tool", name, tool_key(args, kw), side_effects=True)
 
 
-def _usage(out: Any) -> dict[str, Any]:
-    """Meta of a recorded call: token usage, and the step invocation that made it.
+def _usage(out: Any, writes: list[Patch] | None = None) -> dict[str, Any]:
+    """Meta of a recorded call: token usage, the step invocation that made it, its writes.
 
     A resumed run counts the calls of journaled steps as consumed (see `Journal.settle_calls`).
+    `writes` are the `ctx.store` patches a tool made; a replay applies them again.
     """
     meta: dict[str, Any] = {"invocation": current_invocation()}
+    if writes:
+        meta["ctx_writes"] = writes
     raw = getattr(out, "raw", None)
     usage = raw.get("usage") if isinstance(raw, dict) else None
     tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
@@ -145,11 +152,12 @@ def _async_wrapper(kind: str, method: str, orig: Callable[..., Any]) -> Callable
             return await orig(self, *args, **kwargs)
         if call.hit:
             value = call.value()
+            await _replay_writes(call, args, kwargs)
             return _aiter(_stream_replay(value)) if streaming else value
         await call.astart()
         token = _GUARDS[kind].set(True)
         try:
-            with call.executing():
+            with call.executing(), capture_writes() as writes:
                 out = await orig(self, *args, **kwargs)
         except BaseException as exc:
             await call.afail(exc)
@@ -158,10 +166,32 @@ def _async_wrapper(kind: str, method: str, orig: Callable[..., Any]) -> Callable
             _GUARDS[kind].reset(token)
         if streaming:
             return _record_async_stream(call, out)
-        await call.acomplete(out, _usage(out))
+        await call.acomplete(out, _usage(out, writes))
         return out
 
     return wrapper
+
+
+def _store_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> StepScopedStore | None:
+    """The journaled `ctx.store` of the workflow `Context` a tool call received, if any."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Context):
+            store = value.store
+            return store if isinstance(store, StepScopedStore) else None
+    return None
+
+
+async def _replay_writes(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    writes: list[Patch] | None = call.meta.get("ctx_writes")
+    if not writes:
+        return
+    store = _store_of(args, kwargs)
+    if store is None:
+        raise AgentRewindError(
+            f"recorded tool call {call.name!r} wrote to ctx.store, but its replay received no "
+            "workflow Context to apply those writes to: pass the Context as a tool argument"
+        )
+    await store.replay(writes)
 
 
 async def _aiter(items: list[ChatResponse]) -> AsyncIterator[ChatResponse]:
@@ -184,18 +214,6 @@ async def _record_async_stream(
 
 
 # -- installation -------------------------------------------------------------------------------
-def _subclasses(root: type) -> list[type]:
-    seen: list[type] = []
-    stack = [root]
-    while stack:
-        cls = stack.pop()
-        if cls in seen:
-            continue
-        seen.append(cls)
-        stack.extend(cls.__subclasses__())
-    return seen
-
-
 def _patch(cls: type, kind: str, methods: tuple[str, ...]) -> None:
     for method in methods:
         orig = cls.__dict__.get(method)
@@ -208,12 +226,13 @@ def _patch(cls: type, kind: str, methods: tuple[str, ...]) -> None:
 
 
 def install_call_hooks() -> None:
-    """Wrap the call methods of every LlamaIndex LLM and tool class defined so far.
+    """Wrap the call methods of every LlamaIndex LLM, tool and memory class defined so far.
 
     Idempotent and cheap: already-wrapped methods are skipped. Called when a workflow is
     wrapped and again when each of its runs starts, so classes defined later are covered.
     """
-    for cls in _subclasses(BaseLLM):
+    for cls in subclasses(BaseLLM):
         _patch(cls, "llm", _LLM_METHODS)
-    for cls in _subclasses(BaseTool):
+    for cls in subclasses(BaseTool):
         _patch(cls, "tool", _TOOL_METHODS)
+    install_memory_hooks()

@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from agentrewind.errors import AgentRewindError
 
-__all__ = ["MIN_WORKFLOWS", "check_workflows_version"]
+__all__ = ["MIN_WORKFLOWS", "check_workflows_version", "subclasses"]
 
 MIN_WORKFLOWS = (2, 26)
 """`BasicRuntime.restore` and the journaled ticks it replays arrived in 2.26.0."""
@@ -46,3 +46,16 @@ def check_workflows_version(installed: str | None = None) -> str:
             'pip install -U "llama-index-workflows>=2.26"'
         )
     return installed
+
+
+def subclasses(root: type) -> list[type]:
+    """`root` and every subclass defined so far (the classes whose methods get hooked)."""
+    seen: list[type] = []
+    stack = [root]
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.append(cls)
+        stack.extend(cls.__subclasses__())
+    return seen

@@ -65,7 +65,7 @@ def demo(store: Store, out: Callable[[str], None] = print) -> None:
         mw = Middleware(store)
         run_id = f"li-demo-{int(time.time() * 1000)}"
         wf = DemoResearch(timeout=30)
-        wf.llm = _EchoLLM()  # type: ignore[call-arg]
+        wf.llm = _EchoLLM(max_tokens=None)
         wrapped = mw.wrap(wf)
         out(f"LlamaIndex workflow (run id {run_id})")
         out("1) first attempt: the `write` step fails after its LLM call")

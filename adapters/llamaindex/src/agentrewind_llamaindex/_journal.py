@@ -41,13 +41,6 @@ def describe_tick(tick: WorkflowTick) -> str:
     return f"{tick.type}:{step}" if step else tick.type
 
 
-def next_seq(run: Run) -> int:
-    """Allocate the next record sequence number of the run (shared with its call records)."""
-    with run._lock:
-        run._seq += 1
-        return run._seq
-
-
 def tick_record(
     run: Run,
     index: int,
@@ -65,7 +58,7 @@ def tick_record(
         kind="node",
         name=name,
         status="completed",
-        seq=next_seq(run) if seq is None else seq,
+        seq=run.next_seq() if seq is None else seq,
         output=output,
         meta={"tick": index},
         created_at=now,
@@ -158,9 +151,7 @@ class Journal:
 
         Those steps never run again, so their recordings are not replayed: no divergence.
         """
-        with run._lock:
-            for record in self.settled_calls:
-                run._unconsumed.get((record.kind, record.name), set()).discard(record.key)
+        run.mark_consumed(record.key for record in self.settled_calls)
 
     def context(self, workflow: Workflow, serializer: JsonSerializer) -> Context:
         """A context that continues the run: the replayed broker state plus the committed state."""

@@ -2,9 +2,9 @@
 
 Hook H1+H2 of llamaindex-anchors §4. Its internal adapter writes, in `on_tick` (before the
 tick's commands start the next step), one record holding the tick, the committed `ctx.store`
-state (`_state.DurableState`), changed agent memories and the stream events the tick made
-durable, in one atomic store write. Stream events published by the control loop after a tick
-are added to that tick's record in `after_tick`.
+state (`_state.DurableState`), the changed committed agent memories (`_memory`) and the
+stream events the tick made durable, in one atomic store write. Stream events published by
+the control loop after a tick are added to that tick's record in `after_tick`.
 """
 
 from __future__ import annotations
@@ -77,11 +77,13 @@ class RunState:
         if isinstance(tick, TickStepResult):
             ok = not any(getattr(r, "type", None) == "failed" for r in tick.result)
             self.durable.commit(tick.invocation_id, ok)
+            self.memories.commit(tick.invocation_id, ok)
             events = self.stream_buffers.pop(tick.invocation_id, []) if ok else []
             if not ok:
                 self.stream_buffers.pop(tick.invocation_id, None)
         else:
             self.durable.commit(None, True)
+            self.memories.commit(None, True)
         events = self.stream_buffers.pop(None, []) + events
         output: dict[str, Any] = {"tick": self.serializer.serialize(tick)}
         if self.durable.changed:

@@ -13,8 +13,9 @@ from before it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,12 +26,26 @@ from workflows.context.state_store import (
     apply_state_patch,
     copy_state_for_edit,
     create_cleared_state,
+    decode_state_tree,
     merge_state,
     set_by_path_copy,
 )
 from workflows.runtime.types.results import StepWorkerStateContextVar
 
-__all__ = ["DurableState", "StepScopedStore", "current_invocation"]
+__all__ = [
+    "DurableState",
+    "Patch",
+    "StepScopedStore",
+    "capture_writes",
+    "current_invocation",
+]
+
+Patch = list[dict[str, Any]]
+"""A JSON Patch against the `Context.to_dict()["state"]` layout."""
+
+_CAPTURE: ContextVar[list[Patch] | None] = ContextVar(
+    "agentrewind_llamaindex_capture", default=None
+)
 
 
 def current_invocation() -> str | None:
@@ -41,6 +56,21 @@ def current_invocation() -> str | None:
         return None
 
 
+@contextmanager
+def capture_writes() -> Iterator[list[Patch]]:
+    """Collect the patches of the `ctx.store` writes made in this context (a tool call).
+
+    A replayed tool does not run, so the writes it made (the `handoff` tool sets
+    `next_agent`) are recorded with its result and applied again on replay.
+    """
+    captured: list[Patch] = []
+    token = _CAPTURE.set(captured)
+    try:
+        yield captured
+    finally:
+        _CAPTURE.reset(token)
+
+
 class DurableState:
     """The committed state of one run as JSON, advanced one step result at a time."""
 
@@ -48,7 +78,7 @@ class DurableState:
         self.serializer = serializer
         self.data = data
         self.changed = data is None
-        self._pending: dict[str | None, list[list[dict[str, Any]]]] = {}
+        self._pending: dict[str | None, list[Patch]] = {}
 
     def ensure(self, live_state: BaseModel) -> None:
         """Take the live state as the starting point of a fresh run."""
@@ -62,7 +92,13 @@ class DurableState:
             StateCheckpoint(before, self.serializer)
         )
         if patch:
-            self._pending.setdefault(current_invocation(), []).append(patch)
+            self._park(patch)
+
+    def _park(self, patch: Patch) -> None:
+        self._pending.setdefault(current_invocation(), []).append(patch)
+        captured = _CAPTURE.get()
+        if captured is not None:
+            captured.append(patch)
 
     def note_set(self, after: BaseModel, path: str) -> None:
         """Park the write of `ctx.store.set(path, ...)` as a replace of its top-level key.
@@ -79,7 +115,7 @@ class DurableState:
         else:
             op = {"op": "add", "path": f"/state_data/value/{pointer}"}
             op["value"] = after.model_dump(mode="json", include={top})[top]
-        self._pending.setdefault(current_invocation(), []).append([op])
+        self._park([op])
 
     def commit(self, invocation_id: str | None, ok: bool) -> None:
         """Apply (or, for a failed step, drop) the writes of one invocation.
@@ -93,7 +129,7 @@ class DurableState:
             for patch in patches:
                 self._apply(patch)
 
-    def _apply(self, patch: list[dict[str, Any]]) -> None:
+    def _apply(self, patch: Patch) -> None:
         assert self.data is not None
         try:
             self.data = apply_state_patch(self.data, patch)
@@ -146,5 +182,36 @@ class StepScopedStore:
             yield state
         self._durable.note(before, state)
 
+    async def replay(self, patches: list[Patch]) -> None:
+        """Apply recorded writes (of a replayed tool call) as one write of the running step.
+
+        The top-level keys (fields) the patches touch take their patched values; the write is
+        noted like any other, so it becomes durable with the step's result.
+        """
+        serializer = self._durable.serializer
+        async with self.edit_state() as state:
+            tree = StateCheckpoint(state, serializer).to_dict()
+            touched: set[str] = set()
+            whole = False
+            for patch in patches:
+                tree = apply_state_patch(tree, patch)
+                for op in patch:
+                    parts = op["path"].split("/")
+                    if len(parts) > 3:
+                        touched.add(parts[3].replace("~1", "/").replace("~0", "~"))
+                    else:
+                        whole = True
+            new = decode_state_tree(tree["state_data"], serializer)
+            if isinstance(state, DictState) and isinstance(new, DictState):
+                for key in set(state._data) | set(new._data) if whole else touched:
+                    if key in new._data:
+                        state._data[key] = new._data[key]
+                    else:
+                        state._data.pop(key, None)
+            else:
+                for key in type(state).model_fields if whole else touched:
+                    setattr(state, key, getattr(new, key))
+
     def to_dict(self, serializer: Any) -> dict[str, Any]:
-        return self._live.to_dict(serializer)  # type: ignore[no-any-return]
+        data: dict[str, Any] = self._live.to_dict(serializer)
+        return data

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from workflows import Context, Workflow
 from workflows.context.serializers import JsonSerializer, PickleSerializer
@@ -17,11 +18,14 @@ from agentrewind._ids import new_id
 
 from ._calls import install_call_hooks
 from ._journal import Journal
-from ._memory import MemoryRegistry, RewindSerializer
+from ._memory import ACTIVE_MEMORIES, MemoryRegistry, RewindSerializer
 from ._runtime import RewindRuntime, RunState
 from ._state import DurableState
 
 __all__ = ["RewindWorkflow"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class _RunScope:
@@ -39,7 +43,7 @@ class _RunScope:
     def enter(self) -> Run:
         return self.context.run(self._rc.__enter__)
 
-    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return self.context.run(fn, *args, **kwargs)
 
     def exit(self, exc: BaseException | None) -> None:
@@ -176,6 +180,7 @@ class RewindWorkflow:
             on_close=on_close,
         )
         self._runtime.prepare(run_id, state)
+        scope.call(ACTIVE_MEMORIES.set, memories)  # the run's steps log memory writes here
         if ctx is None:
-            return scope.call(wf.run, start_event=start_event, run_id=run_id, **kwargs)  # type: ignore[no-any-return]
-        return scope.call(wf.run, ctx=ctx, run_id=run_id)  # type: ignore[no-any-return]
+            return scope.call(wf.run, start_event=start_event, run_id=run_id, **kwargs)
+        return scope.call(wf.run, ctx=ctx, run_id=run_id)

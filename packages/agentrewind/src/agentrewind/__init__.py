@@ -46,6 +46,7 @@ from .recovery import (
     CompositeStrategy,
     DegradeGracefully,
     RecoveryStrategy,
+    Retry,
     RetryWithBackoff,
 )
 from .serde import Codec, Serializer, register_codec
@@ -76,6 +77,7 @@ __all__ = [
     "RecordedStepError",
     "RecoveryError",
     "RecoveryStrategy",
+    "Retry",
     "RetryWithBackoff",
     "Run",
     "RunContext",

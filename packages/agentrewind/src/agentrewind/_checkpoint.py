@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from typing import Any
 
+from ._ids import new_id
 from .errors import AgentRewindError
 from .records import StepRecord
 from .serde import Serializer
@@ -17,6 +19,7 @@ __all__ = [
     "Checkpoint",
     "TimelineError",
     "check_branch_name",
+    "new_checkpoint",
     "record_meta",
     "state_hash",
 ]
@@ -152,3 +155,58 @@ def record_meta(
     if logic_step:
         meta["logic_step"] = logic_step
     return meta
+
+
+def new_checkpoint(
+    serializer: Serializer,
+    run_id: str,
+    seq: int,
+    branch: str,
+    parents: tuple[str, ...],
+    tree: Any,
+    meta: dict[str, Any],
+    user_meta: dict[str, Any],
+    description: str,
+    logic_step: str,
+    *,
+    failed: bool = False,
+) -> tuple[StepRecord, Checkpoint]:
+    """The step that stores a new checkpoint, and the checkpoint it loads back as.
+
+    Args:
+        serializer: Encodes the state (`tree` is already its tree).
+        run_id: The timeline.
+        seq: The step's sequence number in the run.
+        branch: Where it is written.
+        parents: First parent (the branch head) then, for a merge, the merged head.
+        tree: The state's serializer tree.
+        meta: The step meta from `record_meta`; `branch` and `parents` are added here.
+        user_meta: The caller's metadata (the checkpoint's `metadata`).
+        description: Human-readable description.
+        logic_step: Name of the reasoning step.
+        failed: Store it as a failed attempt.
+    """
+    cid, now = new_id(), time.time()
+    parent = parents[0] if parents else None
+    if len(parents) > 1:
+        meta["parents"] = list(parents)
+    meta["branch"] = branch
+    record = StepRecord(
+        run_id=run_id,
+        step_id=cid,
+        key=f"checkpoint:{cid}",
+        kind="checkpoint",
+        name=logic_step or description or "checkpoint",
+        status="failed" if failed else "completed",
+        seq=seq,
+        parent_id=parent,
+        output=tree,
+        meta=meta,
+        created_at=now,
+        updated_at=now,
+    )
+    node = Checkpoint(
+        cid, meta["hash"], parent, branch, description, logic_step, user_meta, now, parents,
+        failed, tree, serializer,
+    )  # fmt: skip
+    return record, node

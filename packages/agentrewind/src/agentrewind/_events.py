@@ -17,7 +17,14 @@ from typing import Any
 
 from .stores import Store
 
-__all__ = ["Subscription", "TimelineEvent", "publish", "subscribe"]
+__all__ = [
+    "Subscription",
+    "TimelineEvent",
+    "has_local_subscribers",
+    "is_remote",
+    "publish",
+    "subscribe",
+]
 
 log = logging.getLogger("agentrewind.timeline")
 
@@ -109,7 +116,8 @@ def _channel(store: Any, timeline: str) -> str:
     return f"{store.prefix}:{store.namespace}:events:{{{timeline}}}"
 
 
-def _is_redis(store: Store) -> bool:
+def is_remote(store: Store) -> bool:
+    """True when changes travel through Redis pub/sub (publishing is network I/O)."""
     return store.scheme == "redis" and hasattr(store, "client")
 
 
@@ -120,7 +128,7 @@ def has_local_subscribers(store: Store, timeline: str) -> bool:
 
 def publish(store: Store, event: TimelineEvent) -> None:
     """Deliver `event` to this process's subscribers, or publish it on Redis."""
-    if _is_redis(store):
+    if is_remote(store):
         payload = json.dumps(dataclasses.asdict(event), separators=(",", ":"))
         channel = _channel(store, event.timeline)
         with store.translate_errors():  # type: ignore[attr-defined]
@@ -140,7 +148,7 @@ def subscribe(store: Store, timeline: str, pattern: str, callback: Callback) -> 
     """
     key = _store_key(store, timeline)
     sub = Subscription(key, pattern, callback)
-    if not _is_redis(store):
+    if not is_remote(store):
         with _LOCK:
             _LOCAL.setdefault(key, []).append(sub)
         return sub

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint import Checkpoint, TimelineError
+from ._flow import Flow, Locked
+from ._timeline_ops import commit_locked, emit
 
 if TYPE_CHECKING:
     from .timeline import Timeline
 
-__all__ = ["MERGE_STRATEGIES", "MergeStrategy", "deep_merge", "merge_into", "merge_states"]
+__all__ = ["MERGE_STRATEGIES", "MergeStrategy", "deep_merge", "merge", "merge_states"]
 
 MergeStrategy = str | Callable[..., Any]
 """A strategy name or `fn(ours, theirs[, base]) -> merged state`."""
@@ -82,8 +84,7 @@ def merge_states(
     )
 
 
-def merge_into(tl: Timeline, source: str, strategy: MergeStrategy) -> Checkpoint:
-    """Write the merge checkpoint of branch `source` into `tl`'s current branch."""
+def _merge_locked(tl: Timeline, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
     if source == tl.current_branch:
         raise TimelineError(f"cannot merge branch {source!r} into itself")
     theirs_id = tl._heads.get(source)
@@ -113,15 +114,23 @@ def merge_into(tl: Timeline, source: str, strategy: MergeStrategy) -> Checkpoint
         "theirs": [theirs],
         "both": [ours, theirs],
     }
-    sides = options[winner]
-    scores = [n.metadata["confidence"] for n in sides if n and "confidence" in n.metadata]
+    scores = [n.metadata["confidence"] for n in options[winner] if n and "confidence" in n.metadata]
     if scores:
         metadata["confidence"] = max(scores)
-    return tl._commit(
+    node = yield from commit_locked(
+        tl,
         merged,
         metadata,
         f"Merged {source!r} into {tl.current_branch!r}",
         f"merge:{source}",
         merge_parent=theirs.id,
-        kind="merge",
     )
+    tl.metrics["total_merges"] += 1
+    return node
+
+
+def merge(tl: Timeline, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
+    """`Timeline.merge`: write the merge checkpoint of branch `source` on the current branch."""
+    node: Checkpoint = yield Locked(_merge_locked(tl, source, strategy))
+    yield from emit(tl, "merge", node.branch)
+    return node

@@ -10,12 +10,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _timeline_ops as ops
+from ._checkpoint import Checkpoint
+from ._flow import Flow, UserCall, Wait
+from ._merge import merge
 from .errors import AgentRewindError
 
 if TYPE_CHECKING:
     from .recovery import RecoveryStrategy
     from .stores import Store
-    from .timeline import Checkpoint, Timeline
+    from .timeline import Timeline
 
 __all__ = ["RecoveryError", "checkpoint_context", "get_timeline", "safe_execute", "step"]
 
@@ -40,10 +44,13 @@ def _as_state(result: Any) -> Any:
     return result if isinstance(result, dict) else {"result": result}
 
 
-def _failed(tl: Timeline, state: Any, description: str, exc: BaseException, attempt: int) -> None:
+def _failed(
+    tl: Timeline, state: Any, description: str, exc: BaseException, attempt: int
+) -> Flow[Checkpoint]:
     tl.metrics["errors_caught"] += 1
     error = f"{type(exc).__name__}: {exc}"
-    tl._commit(
+    return ops.checkpoint(
+        tl,
         state,
         {"operation": description, "status": "failed", "error": error, "attempt": attempt},
         f"Failed (attempt {attempt}): {description}",
@@ -60,11 +67,12 @@ def safe_execute(
     max_retries: int = 3,
     fallback: Callable[[Any], Any] | None = None,
     strategy: RecoveryStrategy | None = None,
-) -> tuple[Any, Checkpoint]:
-    """Implementation of `Timeline.safe_execute` (see there)."""
+) -> Flow[tuple[Any, Checkpoint]]:
+    """The flow of `Timeline.safe_execute` and `asafe_execute` (see there)."""
     if max_retries < 1:
         raise ValueError(f"max_retries must be >= 1, not {max_retries}")
-    pre = tl.checkpoint(
+    pre = yield from ops.checkpoint(
+        tl,
         state,
         {"operation": description, "status": "attempting"},
         f"Pre-execution: {description}",
@@ -75,56 +83,60 @@ def safe_execute(
     for attempt in range(max_retries):
         attempts += 1
         try:
-            result = func(copy.deepcopy(state))
+            result = yield UserCall(func, (copy.deepcopy(state),))
         except Exception as exc:
             last = exc
-            _failed(tl, state, description, exc, attempt + 1)
-            tl.rollback(to_checkpoint_id=pre.id)
+            yield from _failed(tl, state, description, exc, attempt + 1)
+            yield from ops.rollback(tl, to_checkpoint_id=pre.id)
             if strategy is not None and attempt + 1 < max_retries:
-                changed = strategy.apply(state, exc, attempt)
-                if changed is None:
+                retry = strategy.plan(state, exc, attempt)
+                if retry is None:
                     break
-                state = changed
+                if retry.delay > 0:
+                    yield Wait(retry.delay, retry.sleep)
+                state = retry.state
             continue
-        done = tl.checkpoint(
+        done = yield from ops.checkpoint(
+            tl,
             _as_state(result),
             {"operation": description, "status": "success", "attempt": attempt + 1},
             f"Completed: {description}",
             f"{description}:success",
         )
         return result, done
-    if fallback is not None:
-        home = tl.current_branch
-        tl.branch(f"fallback-{pre.id[-8:]}", from_checkpoint_id=pre.id)
-        try:
-            result = fallback(copy.deepcopy(state))
-        except Exception as exc:
-            _failed(tl, state, f"{description} (fallback)", exc, attempts + 1)
-            tl.switch_branch(home)
-            raise RecoveryError(
-                f"operation {description!r} failed after {attempts} attempt(s) and its "
-                f"fallback failed too ({type(exc).__name__}: {exc}); the timeline is at "
-                f"checkpoint {pre.id}",
-                pre.id,
-                attempts,
-            ) from exc
-        tl.checkpoint(
-            _as_state(result),
-            {"operation": description, "status": "fallback_success", "original_error": str(last)},
-            f"Fallback succeeded: {description}",
-            f"{description}:fallback",
-        )
-        explored = tl.current_branch
-        tl.switch_branch(home)
-        merged = tl.merge(explored, strategy="theirs")
-        tl.metrics["total_recoveries"] += 1
-        return result, merged
-    raise RecoveryError(
-        f"operation {description!r} failed after {attempts} attempt(s) "
-        f"(last error {type(last).__name__}: {last}); rolled back to checkpoint {pre.id}",
-        pre.id,
-        attempts,
-    ) from last
+    if fallback is None:
+        raise RecoveryError(
+            f"operation {description!r} failed after {attempts} attempt(s) "
+            f"(last error {type(last).__name__}: {last}); rolled back to checkpoint {pre.id}",
+            pre.id,
+            attempts,
+        ) from last
+    home = tl.current_branch
+    yield from ops.branch(tl, f"fallback-{pre.id[-8:]}", from_checkpoint_id=pre.id)
+    try:
+        result = yield UserCall(fallback, (copy.deepcopy(state),))
+    except Exception as exc:
+        yield from _failed(tl, state, f"{description} (fallback)", exc, attempts + 1)
+        yield from ops.switch_branch(tl, home)
+        raise RecoveryError(
+            f"operation {description!r} failed after {attempts} attempt(s) and its "
+            f"fallback failed too ({type(exc).__name__}: {exc}); the timeline is at "
+            f"checkpoint {pre.id}",
+            pre.id,
+            attempts,
+        ) from exc
+    yield from ops.checkpoint(
+        tl,
+        _as_state(result),
+        {"operation": description, "status": "fallback_success", "original_error": str(last)},
+        f"Fallback succeeded: {description}",
+        f"{description}:fallback",
+    )
+    explored = tl.current_branch
+    yield from ops.switch_branch(tl, home)
+    merged = yield from merge(tl, explored, "theirs")
+    tl.metrics["total_recoveries"] += 1
+    return result, merged
 
 
 # -- a registry for decorators that name their timeline ----------------------------------------
@@ -155,31 +167,38 @@ def _state_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return kwargs.get("state", {})
 
 
-class _StepRunner:
+def _step_flow(
+    tl: Timeline,
+    name: str,
+    max_retries: int,
+    auto_rollback: bool,
+    call: UserCall,
+) -> Flow[Any]:
     """Checkpoint before, retry with rollback on failure, checkpoint the result after."""
-
-    def __init__(self, tl: Timeline, name: str, max_retries: int, auto_rollback: bool) -> None:
-        self.tl, self.name = tl, name
-        self.max_retries, self.auto_rollback = max_retries, auto_rollback
-
-    def before(self, state: Any) -> Checkpoint:
-        return self.tl.checkpoint(
-            state, {"step": self.name, "phase": "pre_execution"}, f"Before: {self.name}", self.name
-        )
-
-    def failed(self, pre: Checkpoint, state: Any, exc: BaseException, attempt: int) -> None:
-        _failed(self.tl, state, self.name, exc, attempt + 1)
-        if self.auto_rollback:
-            self.tl.rollback(to_checkpoint_id=pre.id)
-
-    def after(self, result: Any, started: float, attempt: int) -> None:
+    state = _state_of(call.args, call.kwargs)
+    pre = yield from ops.checkpoint(
+        tl, state, {"step": name, "phase": "pre_execution"}, f"Before: {name}", name
+    )
+    for attempt in range(max_retries):
+        started = time.perf_counter()
+        try:
+            result = yield call
+        except Exception as exc:
+            yield from _failed(tl, state, name, exc, attempt + 1)
+            if auto_rollback:
+                yield from ops.rollback(tl, to_checkpoint_id=pre.id)
+            if attempt + 1 >= max_retries:
+                raise
+            continue
         meta = {
-            "step": self.name,
+            "step": name,
             "phase": "post_execution",
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "attempt": attempt + 1,
         }
-        self.tl.checkpoint(_as_state(result), meta, f"After: {self.name}", f"{self.name}:done")
+        yield from ops.checkpoint(tl, _as_state(result), meta, f"After: {name}", f"{name}:done")
+        return result
+    raise AssertionError("unreachable: step() checks max_retries >= 1")  # pragma: no cover
 
 
 def step(
@@ -196,6 +215,7 @@ def step(
     A checkpoint is written before the call and one with the result after it; a call that
     raises is written as a failed checkpoint, the head rolls back to the "before" checkpoint,
     and the call is retried up to `max_retries` attempts in total before the error propagates.
+    For an async function the checkpoints are written with the store's async methods.
 
     Args:
         name: Step name (default: the function's qualified name).
@@ -203,51 +223,34 @@ def step(
         store: Store of a timeline given by name (default store when None).
         max_retries: Attempts per call.
         auto_rollback: Roll the head back to the "before" checkpoint after a failure.
+
+    Raises:
+        ValueError: `max_retries` is below 1.
     """
+    if max_retries < 1:
+        raise ValueError(f"max_retries must be >= 1, not {max_retries}")
 
     def decorate(fn: F) -> F:
         label = name or fn.__qualname__
 
-        def runner() -> _StepRunner:
-            return _StepRunner(_resolve(timeline, store), label, max_retries, auto_rollback)
+        def flow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Timeline, Flow[Any]]:
+            tl = _resolve(timeline, store)
+            call = UserCall(fn, args, kwargs)
+            return tl, _step_flow(tl, label, max_retries, auto_rollback, call)
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                r, state = runner(), _state_of(args, kwargs)
-                pre = r.before(state)
-                for attempt in range(max_retries):
-                    started = time.perf_counter()
-                    try:
-                        result = await fn(*args, **kwargs)
-                    except Exception as exc:
-                        r.failed(pre, state, exc, attempt)
-                        if attempt + 1 >= max_retries:
-                            raise
-                        continue
-                    r.after(result, started, attempt)
-                    return result
-                raise AssertionError("unreachable")  # pragma: no cover
+                tl, steps = flow(args, kwargs)
+                return await tl._runner.arun(steps)
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            r, state = runner(), _state_of(args, kwargs)
-            pre = r.before(state)
-            for attempt in range(max_retries):
-                started = time.perf_counter()
-                try:
-                    result = fn(*args, **kwargs)
-                except Exception as exc:
-                    r.failed(pre, state, exc, attempt)
-                    if attempt + 1 >= max_retries:
-                        raise
-                    continue
-                r.after(result, started, attempt)
-                return result
-            raise AssertionError("unreachable")  # pragma: no cover
+            tl, steps = flow(args, kwargs)
+            return tl._runner.run(steps)
 
         return wrapper  # type: ignore[return-value]
 
@@ -270,36 +273,44 @@ class CheckpointContext:
         self.start: Checkpoint | None = None
         self.end: Checkpoint | None = None
 
-    def __enter__(self) -> CheckpointContext:
+    def _enter(self) -> Flow[CheckpointContext]:
         current = self.timeline.get_state() if self._initial is None else self._initial
-        self.start = self.timeline.checkpoint(
+        self.start = yield from ops.checkpoint(
+            self.timeline,
             {} if current is None else current,
-            description=f"Context start: {self.description}",
-            logic_step=self.description,
+            None,
+            f"Context start: {self.description}",
+            self.description,
         )
         self.state = self.start.state
         return self
 
+    def _exit(self, exc: BaseException | None) -> Flow[None]:
+        assert self.start is not None
+        tl = self.timeline
+        if exc is not None:
+            if isinstance(exc, Exception):
+                yield from _failed(tl, self.state, self.description, exc, 1)
+            yield from ops.rollback(tl, to_checkpoint_id=self.start.id)
+            return
+        self.end = yield from ops.checkpoint(
+            tl, self.state, None, f"Context complete: {self.description}",
+            f"{self.description}:done",
+        )  # fmt: skip
+
+    def __enter__(self) -> CheckpointContext:
+        return self.timeline._runner.run(self._enter())
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
-        assert self.start is not None
-        if exc is not None:
-            if isinstance(exc, Exception):
-                _failed(self.timeline, self.state, self.description, exc, 1)
-            self.timeline.rollback(to_checkpoint_id=self.start.id)
-            return
-        self.end = self.timeline.checkpoint(
-            self.state,
-            description=f"Context complete: {self.description}",
-            logic_step=f"{self.description}:done",
-        )
+        self.timeline._runner.run(self._exit(exc))
 
     async def __aenter__(self) -> CheckpointContext:
-        return self.__enter__()
+        return await self.timeline._runner.arun(self._enter())
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self.__exit__(exc_type, exc, tb)
+        await self.timeline._runner.arun(self._exit(exc))
 
 
 def checkpoint_context(

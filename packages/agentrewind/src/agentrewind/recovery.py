@@ -3,11 +3,16 @@
 The names and behaviour follow agentstateprotocol 0.1.0 (`RetryWithBackoff`,
 `AlternativePathStrategy`, `DegradeGracefully`, `CompositeStrategy`), with one difference:
 a strategy never mutates the state it is given; it returns a new one.
+
+`safe_execute` asks a strategy for a `Retry` plan (`plan()`: the next state and how long to
+wait) and does the waiting itself, so `asafe_execute` waits with `asyncio.sleep` instead of
+blocking the event loop; `apply()` is the same decision with the wait done in place.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -18,10 +23,33 @@ __all__ = [
     "CompositeStrategy",
     "DegradeGracefully",
     "RecoveryStrategy",
+    "Retry",
     "RetryWithBackoff",
 ]
 
 State = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retry:
+    """A strategy's decision: retry with `state` after waiting `delay` seconds.
+
+    Attributes:
+        state: The state for the next attempt.
+        delay: Seconds to wait first.
+        sleep: How a sync caller waits (async callers use `asyncio.sleep` for `time.sleep`,
+            and await what a custom `sleep` returns when it is awaitable).
+    """
+
+    state: State
+    delay: float = 0.0
+    sleep: Callable[[float], Any] = time.sleep
+
+    def wait(self) -> State:
+        """Wait `delay` seconds (with `sleep`) and return `state`."""
+        if self.delay > 0:
+            self.sleep(self.delay)
+        return self.state
 
 
 class RecoveryStrategy(abc.ABC):
@@ -40,6 +68,15 @@ class RecoveryStrategy(abc.ABC):
             error: What the attempt raised.
             attempt: The failed attempt, counted from 0.
         """
+
+    def plan(self, state: State, error: BaseException, attempt: int) -> Retry | None:
+        """Like `apply`, without waiting: the state to retry with and the wait before it.
+
+        The default calls `apply` (which then waits, if it waits, in place); strategies that
+        wait override this so async callers can wait without blocking.
+        """
+        changed = self.apply(state, error, attempt)
+        return None if changed is None else Retry(changed)
 
 
 class RetryWithBackoff(RecoveryStrategy):
@@ -83,13 +120,16 @@ class RetryWithBackoff(RecoveryStrategy):
     def can_handle(self, error: BaseException) -> bool:
         return isinstance(error, self.error_types)
 
-    def apply(self, state: State, error: BaseException, attempt: int) -> State | None:
+    def plan(self, state: State, error: BaseException, attempt: int) -> Retry | None:
         if not self.can_handle(error):
             return None
         delay = self.delay(attempt)
-        self.sleep(delay)
         retry = {"strategy": "backoff", "attempt": attempt + 1, "delay_applied": delay}
-        return {**state, "_retry_metadata": retry}
+        return Retry({**state, "_retry_metadata": retry}, delay, self.sleep)
+
+    def apply(self, state: State, error: BaseException, attempt: int) -> State | None:
+        retry = self.plan(state, error, attempt)
+        return None if retry is None else retry.wait()
 
 
 class AlternativePathStrategy(RecoveryStrategy):
@@ -174,10 +214,14 @@ class CompositeStrategy(RecoveryStrategy):
     def can_handle(self, error: BaseException) -> bool:
         return any(s.can_handle(error) for s in self.strategies)
 
-    def apply(self, state: State, error: BaseException, attempt: int) -> State | None:
+    def plan(self, state: State, error: BaseException, attempt: int) -> Retry | None:
         for strategy in self.strategies:
             if strategy.can_handle(error):
-                result = strategy.apply(state, error, attempt)
-                if result is not None:
-                    return result
+                retry = strategy.plan(state, error, attempt)
+                if retry is not None:
+                    return retry
         return None
+
+    def apply(self, state: State, error: BaseException, attempt: int) -> State | None:
+        retry = self.plan(state, error, attempt)
+        return None if retry is None else retry.wait()

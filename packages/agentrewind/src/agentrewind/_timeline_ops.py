@@ -1,0 +1,218 @@
+"""The writes of a `Timeline` as flows (see `agentrewind._flow`), shared by sync and async.
+
+Each public operation is a flow that runs its decision and store write under the timeline's
+lock (`Locked`), updates the in-memory view only after the write succeeded, and then publishes
+the change for `subscribe`. A checkpoint and its branch head move in one atomic store write
+(`store.put_steps(records, heads=...)`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import _events
+from ._checkpoint import (
+    HEAD,
+    Branch,
+    Checkpoint,
+    TimelineError,
+    check_branch_name,
+    new_checkpoint,
+    record_meta,
+)
+from ._flow import Blocking, Flow, Locked, StoreCall
+from .records import RunMetrics
+
+if TYPE_CHECKING:
+    from .timeline import Timeline
+
+__all__ = [
+    "branch",
+    "checkpoint",
+    "commit_locked",
+    "delete_branch",
+    "emit",
+    "refresh",
+    "rollback",
+    "switch_branch",
+]
+
+
+def refresh(tl: Timeline) -> Flow[None]:
+    """Reload checkpoints and heads from the store (changes made by other processes)."""
+    records = yield StoreCall("load_steps", (tl.name,))
+    heads = yield StoreCall("get_heads", (tl.name,))
+    with tl._lock:
+        tl._load(records, heads)
+
+
+def _ensure_run(tl: Timeline) -> Flow[None]:
+    if tl._created:
+        return
+    if (yield StoreCall("get_run", (tl.name,))) is None:
+        yield StoreCall("begin_run", (tl.name,))
+        yield StoreCall("end_run", (tl.name, "active", RunMetrics()))
+    tl._created = True
+
+
+def emit(tl: Timeline, kind: str, branch: str) -> Flow[None]:
+    """Publish a change to `subscribe`rs (a Redis `PUBLISH`, or in-process callbacks)."""
+    if not tl._events:
+        return
+    remote = _events.is_remote(tl.store)
+    if not remote and not _events.has_local_subscribers(tl.store, tl.name):
+        return
+    head = tl._heads.get(branch)
+    node = tl._nodes.get(head) if head else None
+    event = _events.TimelineEvent(
+        tl.name, kind, branch, head, node.hash if node else None, time.time()
+    )
+    if remote:
+        yield Blocking(_events.publish, (tl.store, event))
+    else:
+        _events.publish(tl.store, event)
+
+
+def commit_locked(
+    tl: Timeline,
+    state: Any,
+    metadata: dict[str, Any] | None,
+    description: str,
+    logic_step: str,
+    *,
+    failed: bool = False,
+    merge_parent: str | None = None,
+) -> Flow[Checkpoint]:
+    """Write a checkpoint on the current branch and move its head (caller holds the lock)."""
+    tree = tl.serializer.to_tree(state)
+    user_meta = dict(metadata) if metadata else {}
+    meta = record_meta(tl.serializer, tree, user_meta, description, logic_step)
+    yield from _ensure_run(tl)
+    branch = tl._current
+    parent = tl._heads.get(branch) or merge_parent
+    parents: tuple[str, ...] = (parent,) if parent else ()
+    if merge_parent and parent != merge_parent:
+        parents = (*parents, merge_parent)
+    seq = tl._seq + 1
+    record, node = new_checkpoint(
+        tl.serializer, tl.name, seq, branch, parents, tree, meta, user_meta, description,
+        logic_step, failed=failed,
+    )  # fmt: skip
+    yield StoreCall("put_steps", ([record],), {"heads": {branch: node.id}})
+    tl._seq = seq
+    tl._nodes[node.id] = node
+    tl._heads[branch] = node.id
+    tl.metrics["total_checkpoints"] += 1
+    return node
+
+
+def checkpoint(
+    tl: Timeline,
+    state: Any,
+    metadata: dict[str, Any] | None,
+    description: str,
+    logic_step: str,
+    *,
+    failed: bool = False,
+) -> Flow[Checkpoint]:
+    """`Timeline.checkpoint` (and the failed-attempt checkpoints of recovery)."""
+    node: Checkpoint = yield Locked(
+        commit_locked(tl, state, metadata, description, logic_step, failed=failed)
+    )
+    yield from emit(tl, "checkpoint", node.branch)
+    return node
+
+
+def _rollback_target(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> Checkpoint:
+    if to_checkpoint_id is not None:
+        return tl.get_checkpoint(to_checkpoint_id)
+    head = tl.head
+    if head is None:
+        raise TimelineError(f"branch {tl._current!r} of timeline {tl.name!r} has no checkpoints")
+    if not isinstance(steps, int) or steps < 1:
+        raise TimelineError(f"steps must be a positive integer, not {steps!r}")
+    chain = list(tl._ancestry(head, steps + 1))
+    if len(chain) <= steps:
+        raise TimelineError(
+            f"cannot roll back {steps} step(s): branch {tl._current!r} has only "
+            f"{len(chain) - 1} checkpoint(s) before its head"
+        )
+    return chain[steps]
+
+
+def _rollback_locked(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> Flow[Checkpoint]:
+    target = _rollback_target(tl, steps, to_checkpoint_id)
+    yield from _ensure_run(tl)
+    yield StoreCall("set_head", (tl.name, tl._current, target.id))
+    tl._heads[tl._current] = target.id
+    tl.metrics["total_rollbacks"] += 1
+    return target
+
+
+def rollback(tl: Timeline, steps: int = 1, to_checkpoint_id: str | None = None) -> Flow[Checkpoint]:
+    """`Timeline.rollback`: move the current head back; nothing is deleted."""
+    target: Checkpoint = yield Locked(_rollback_locked(tl, steps, to_checkpoint_id))
+    yield from emit(tl, "rollback", tl._current)
+    return target
+
+
+def _branch_locked(tl: Timeline, name: str, from_checkpoint_id: str | None) -> Flow[None]:
+    if name in tl._branch_names():
+        raise TimelineError(
+            f"branch {name!r} already exists in timeline {tl.name!r}: "
+            "use switch_branch() to go to it"
+        )
+    start = (
+        tl.get_checkpoint(from_checkpoint_id).id
+        if from_checkpoint_id
+        else tl._heads.get(tl._current)
+    )
+    yield from _ensure_run(tl)
+    if start:
+        yield StoreCall("set_head", (tl.name, name, start))
+        tl._heads[name] = start
+    yield StoreCall("set_head", (tl.name, HEAD, name))
+    tl._current = name
+    tl.metrics["total_branches"] += 1
+
+
+def branch(tl: Timeline, name: str, from_checkpoint_id: str | None = None) -> Flow[Branch]:
+    """`Timeline.branch`: a new head at the current head (or a checkpoint), made current."""
+    check_branch_name(name)
+    yield Locked(_branch_locked(tl, name, from_checkpoint_id))
+    yield from emit(tl, "branch", name)
+    return tl._branch(name)
+
+
+def _switch_locked(tl: Timeline, name: str) -> Flow[None]:
+    if name not in tl._branch_names():
+        raise TimelineError(
+            f"no branch {name!r} in timeline {tl.name!r}; branches: "
+            f"{', '.join(sorted(tl._branch_names()))}"
+        )
+    yield from _ensure_run(tl)
+    yield StoreCall("set_head", (tl.name, HEAD, name))
+    tl._current = name
+
+
+def switch_branch(tl: Timeline, name: str) -> Flow[Branch]:
+    """`Timeline.switch_branch`: make `name` the current branch."""
+    yield Locked(_switch_locked(tl, name))
+    yield from emit(tl, "switch", name)
+    return tl._branch(name)
+
+
+def _delete_locked(tl: Timeline, name: str) -> Flow[None]:
+    if name == tl._current:
+        raise TimelineError(f"cannot delete the current branch {name!r}: switch first")
+    if name not in tl._heads:
+        raise TimelineError(f"no branch {name!r} in timeline {tl.name!r}")
+    yield StoreCall("set_head", (tl.name, name, None))
+    del tl._heads[name]
+
+
+def delete_branch(tl: Timeline, name: str) -> Flow[None]:
+    """`Timeline.delete_branch`: remove a branch pointer; its checkpoints stay."""
+    yield Locked(_delete_locked(tl, name))
+    yield from emit(tl, "delete_branch", name)
