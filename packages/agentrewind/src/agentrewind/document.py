@@ -10,10 +10,12 @@ against it and returns every problem with its field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ._schema import check, load_schema
 from .errors import AgentRewindError
@@ -108,6 +110,25 @@ class RunDocument:
         ]
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _closing_store(
+    fn: Callable[Concatenate[Store | str, P], T],
+) -> Callable[Concatenate[Store | str, P], T]:
+    """Open a store given as a URL for the call and close it after; a `Store` is left open."""
+
+    @functools.wraps(fn)
+    def wrapper(store: Store | str, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if not isinstance(store, str):
+            return fn(store, *args, **kwargs)
+        with connect(store) as opened:
+            return fn(opened, *args, **kwargs)
+
+    return wrapper
+
+
 def schema_path() -> Path:
     """Path of the JSON Schema file shipped in the package."""
     return Path(__file__).parent / "schemas" / "run-document.schema.json"
@@ -200,6 +221,7 @@ def _status(run_status: str) -> str:
     return run_status if run_status in ("failed", "paused", "completed", "partial") else "partial"
 
 
+@_closing_store
 def export_run(
     store: Store | str,
     run_id: str,
@@ -281,6 +303,7 @@ def export_run(
     return doc
 
 
+@_closing_store
 def import_run(
     store: Store | str,
     document: RunDocument | dict[str, Any] | str | bytes | Path,
@@ -340,10 +363,13 @@ def resume_from(
     Then `with agentrewind.Middleware(store).run(run_id) as run:` replays the completed steps
     and runs the rest; `agentrewind.Timeline(run_id, store=store)` continues a timeline.
     """
-    st = store if isinstance(store, Store) else connect(store)
-    return import_run(st, document, run_id=run_id)
+    if isinstance(store, Store):
+        return import_run(store, document, run_id=run_id)
+    with connect(store) as opened:
+        return import_run(opened, document, run_id=run_id)
 
 
+@_closing_store
 def fork_run(store: Store | str, run_id: str, *, at: str, to: str) -> int:
     """Copy a run's history up to step `at` into a new run `to` whose `main` head is `at`.
 
