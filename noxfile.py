@@ -48,7 +48,8 @@ def langchain(session: nox.Session) -> None:
 @nox.session
 def langgraph(session: nox.Session) -> None:
     """LangGraph saver tests, including langgraph-checkpoint-conformance."""
-    sync(session, "redis", "langgraph", groups=("test", "test-langgraph"))
+    sync(session, "redis", "langgraph", groups=("test", "lint", "test-langgraph"))
+    session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", *session.posargs)
 
 

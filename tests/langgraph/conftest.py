@@ -12,8 +12,23 @@ pytest.importorskip("langgraph")
 @pytest.fixture(params=["sqlite", "redis"])
 def saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh RewindSaver URL on SQLite (a file) and on Redis (its own namespace)."""
+    yield from _saver_url(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
+def saver_url_with_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """As `saver_url`, plus a 3-master Redis Cluster started by the test session."""
+    yield from _saver_url(request, tmp_path)
+
+
+def _saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'lg.db'}"
+        return
+    if request.param == "redis-cluster":
+        # The session's own cluster, torn down with it: nothing to clean up here.
+        url = request.getfixturevalue("redis_cluster")
+        yield f"{url}{'&' if '?' in url else '?'}namespace=lg-{uuid.uuid4().hex[:10]}"
         return
     url = request.getfixturevalue("redis_url")
     ns = f"lg-{uuid.uuid4().hex[:10]}"

@@ -1,4 +1,4 @@
-"""langgraph-checkpoint-conformance 0.0.2: all 81 checks, async API and sync API."""
+"""langgraph-checkpoint-conformance 0.0.2: 81 checks, async and sync API, SQLite, Redis, Cluster."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def sync_adapter(inner: RewindSaver) -> BaseCheckpointSaver[Any]:
 
 
 @pytest.mark.parametrize("api", ["async", "sync"])
-async def test_conformance_81_of_81(saver_url: str, api: str, tmp_path: Path) -> None:
+async def test_conformance_81_of_81(saver_url_with_cluster: str, api: str, tmp_path: Path) -> None:
+    saver_url = saver_url_with_cluster
     made: list[RewindSaver] = []
 
     @checkpointer_test(name=f"RewindSaver[{api}]")

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import ormsgpack
+
 __all__ = [
     "BlobRow",
     "CheckpointInfo",
@@ -24,8 +26,10 @@ __all__ = [
     "assemble_blob",
     "decode_metadata",
     "encode_metadata",
+    "pack_versions",
     "plan_removal",
     "split_filter",
+    "unpack_versions",
     "vstr",
 ]
 
@@ -64,8 +68,8 @@ class PutRow:
     parent_id: str | None
     run_id: str | None
     cp_type: str
-    checkpoint: bytes
-    versions: str  # JSON {channel: version text}
+    checkpoint: bytes  # without `id`, `channel_versions` and `channel_values` (stored apart)
+    versions: dict[str, str]  # {channel: version text}
     md_text: str | None
     md_type: str
     md_blob: bytes | None
@@ -112,6 +116,17 @@ class CheckpointInfo:
     parent_id: str | None
     versions: dict[str, str]
     run_id: str | None = None
+
+
+def pack_versions(versions: Mapping[str, str]) -> bytes:
+    """`{channel: version}` as stored (msgpack)."""
+    return ormsgpack.packb(versions)
+
+
+def unpack_versions(data: bytes | str) -> dict[str, str]:
+    """Inverse of `pack_versions`; also reads the JSON text of schema version 1 rows."""
+    out: dict[str, str] = json.loads(data) if isinstance(data, str) else ormsgpack.unpackb(data)
+    return out
 
 
 # -- metadata ----------------------------------------------------------------------------------
@@ -225,9 +240,10 @@ class ListDeltas:
         type_, data = typed
         head = _array_header(data) if type_ == "msgpack" else None
         key = (thread_id, cns, channel)
-        if head is None:
-            with self._lock:
-                self._last.pop(key, None)
+        if head is None or head[0] < MIN_DELTA_ITEMS:
+            if key in self._last:
+                with self._lock:
+                    self._last.pop(key, None)
             return BlobRow(channel, version, "f", None, 0, type_, data)
         count, hsize = head
         body = memoryview(data)[hsize:]

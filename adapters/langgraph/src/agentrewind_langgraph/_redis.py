@@ -25,7 +25,11 @@ from ._codec import (
 T = TypeVar("T")
 Op = Callable[[], T]
 _PAGE = 200
-_SCRIPTS = ("PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "QUERY", "BLOBS", "CHAIN", "WRITES")
+_SCRIPTS = (
+    "PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "HEADS", "QUERY", "BLOBS", "CHAIN", "WRITES"
+)  # fmt: skip
+_TH = K.DATA_PARTS.index("th")
+_READ = K.DATA_PARTS.index("th")  # read scripts use only the keys before `th`: send no more
 
 
 def _s(b: bytes | str) -> str:
@@ -103,24 +107,26 @@ class RedisBackend:
     # -- writes ------------------------------------------------------------------------------
     def put_op(self, row: PutRow, now: float, ttl: float | None) -> Op[bool]:
         """The operation storing one checkpoint and its changed channels (one script)."""
-        member = f"{row.cns}\0{row.checkpoint_id}"
-        cp_rec = ormsgpack.packb([row.cp_type, row.checkpoint, row.md_type, row.md_blob])
         cj = (
-            f'{{"p":{json.dumps(row.parent_id)},"v":{row.versions},'
+            f'{{"p":{json.dumps(row.parent_id)},"v":{json.dumps(row.versions)},'
             f'"r":{json.dumps(row.run_id)},"m":{row.md_text or "null"}}}'
         )
-        parent = f"{row.cns}\0{row.parent_id}" if row.parent_id else ""
-        head = [now, member, cp_rec, cj, row.ts, _ttl_ms(ttl), parent, row.thread_id]
+        rec = (
+            cj.encode()
+            + b"\0"
+            + ormsgpack.packb([row.cp_type, row.checkpoint, row.md_type, row.md_blob])
+        )
+        head = [now, row.cns, row.checkpoint_id, rec, row.ts, _ttl_ms(ttl), row.parent_id or "",
+                row.thread_id]  # fmt: skip
         keys = self._keys(row.thread_id, registry=True)
 
         def op() -> bool:
             blobs = list(row.blobs)
             for _ in range(3):
-                args: list[Any] = [*head, len(blobs)]
+                args: list[Any] = list(head)
                 for b in blobs:
-                    field = f"{row.cns}\0{b.channel}\0{b.version}"
-                    base = f"{row.cns}\0{b.channel}\0{b.base}" if b.kind == "d" else ""
-                    args += [field, _blob_record(b), f"{b.kind}{b.base or ''}", base]
+                    base = b.base if b.kind == "d" and b.base else ""
+                    args += [b.channel, b.version, base, _blob_record(b)]
                 res = self._run("PUT", keys, args)
                 if not isinstance(res, list):
                     if res:
@@ -180,8 +186,8 @@ class RedisBackend:
             skeys = self._keys(src)
             with self.store.translate_errors():
                 pipe = self.client.pipeline(transaction=False)
-                for i in (0, 1, 3, 4, 5):
-                    pipe.hgetall(skeys[i])
+                for part in ("cp", "bl", "wr"):
+                    pipe.hgetall(skeys[K.DATA_PARTS.index(part)])
                 hashes = pipe.execute()
             args: list[Any] = [now, _ttl_ms(ttl), dst]
             for h in hashes:
@@ -197,20 +203,17 @@ class RedisBackend:
         self, thread_id: str, *, keep_last: int | None = None, run_ids: set[str] | None = None
     ) -> int:
         keys = self._keys(thread_id)
-        with self.store.translate_errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(keys[1])
-            pipe.hgetall(keys[4])
-            cj, bb = pipe.execute()
+        res = self._run("HEADS", keys, [])
+        n = int(res[0])
         cps = []
-        for member, raw in cj.items():
-            cns, cid = _s(member).split("\0", 1)
-            info = json.loads(raw)
+        for j in range(1, 2 * n + 1, 2):
+            cns, cid = _s(res[j]).split("\0", 1)
+            info = json.loads(res[j + 1])
             cps.append(CheckpointInfo(cns, cid, info["p"], info["v"], info["r"]))
         blobs: dict[tuple[str, str, str], tuple[str, str | None]] = {}
-        for field, raw in bb.items():
-            cns, ch, ver = _s(field).split("\0", 2)
-            text = _s(raw)
+        for j in range(2 * n + 1, len(res), 2):
+            cns, ch, ver = _s(res[j]).split("\0", 2)
+            text = _s(res[j + 1])
             blobs[(cns, ch, ver)] = (text[:1], text[1:] or None)
         doomed = None
         if run_ids is not None:
@@ -251,7 +254,7 @@ class RedisBackend:
         with self.store.translate_errors():
             pipe = self.client.pipeline(transaction=False)
             for t in ids:
-                pipe.exists(self._keys(t)[7])
+                pipe.exists(self._keys(t)[_TH])
             return [bool(x) for x in pipe.execute()]
 
     def thread_ids(self, *, live_only: bool = True) -> list[str]:
@@ -270,7 +273,7 @@ class RedisBackend:
             pipe = self.client.pipeline(transaction=False)
             ids = [_s(t) for t in raw]
             for t in ids:
-                pipe.hgetall(self._keys(t)[7])
+                pipe.hgetall(self._keys(t)[_TH])
             infos = pipe.execute()
         out = []
         for t, info in zip(ids, infos, strict=True):
@@ -304,7 +307,7 @@ class RedisBackend:
                 if cns is None or checkpoint_id is not None:
                     page = 0 if left is None else left  # one call: no paging across namespaces
                 args = [cns or "", "1" if cns is None else "0", checkpoint_id or "", cursor or ""]
-                res = self._run("QUERY", self._keys(tid), [*args, page, filt])
+                res = self._run("QUERY", self._keys(tid)[:_READ], [*args, page, filt])
                 for item in res:
                     yield self._raw(tid, item)
                 if left is not None:
@@ -316,18 +319,19 @@ class RedisBackend:
                 return
 
     def _raw(self, thread_id: str, item: list[Any]) -> RawTuple:
-        member, cp_rec, cj, blobs, writes = item
+        member, rec, blobs, writes = item
         cns, cid = _s(member).split("\0", 1)
+        cj, _, cp_rec = rec.partition(b"\0")
         cp_type, cp, md_type, md_blob = ormsgpack.unpackb(cp_rec)
         info = json.loads(cj)
         values: dict[str, tuple[str, bytes]] = {}
         i = 0
         while i < len(blobs):
-            ch, n = _s(blobs[i]), int(blobs[i + 2])
-            typed = assemble_blob([_parse_blob(r) for r in blobs[i + 3 : i + 3 + n]])
+            ch, n = _s(blobs[i]), int(blobs[i + 1])
+            typed = assemble_blob([_parse_blob(r) for r in blobs[i + 2 : i + 2 + n]])
             if typed is not None:
                 values[ch] = typed
-            i += 3 + n
+            i += 2 + n
         md = info["m"]
         return RawTuple(
             thread_id, cns, cid, info["p"], cp_type, cp, info["v"],
@@ -342,7 +346,7 @@ class RedisBackend:
         if not pairs:
             return {}
         args: list[Any] = [cns, *(x for p in pairs for x in p)]
-        res = self._run("BLOBS", self._keys(thread_id), args)
+        res = self._run("BLOBS", self._keys(thread_id)[:_READ], args)
         out: dict[tuple[str, str], tuple[str, bytes] | None] = {}
         i = 0
         for pair in pairs:
@@ -356,7 +360,7 @@ class RedisBackend:
         self, thread_id: str, cns: str, checkpoint_id: str
     ) -> list[tuple[str, str | None, dict[str, str]]]:
         """`(id, parent_id, versions)` from the checkpoint up to the root."""
-        res = self._run("CHAIN", self._keys(thread_id), [f"{cns}\0{checkpoint_id}"])
+        res = self._run("CHAIN", self._keys(thread_id)[:_READ], [f"{cns}\0{checkpoint_id}"])
         out = []
         for j in range(0, len(res), 2):
             info = json.loads(res[j + 1])
@@ -369,7 +373,7 @@ class RedisBackend:
         """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
         if not cids:
             return {}
-        res = self._run("WRITES", self._keys(thread_id), [f"{cns}\0{c}" for c in cids])
+        res = self._run("WRITES", self._keys(thread_id)[:_READ], [f"{cns}\0{c}" for c in cids])
         out: dict[str, list[tuple[str, str, str, bytes]]] = {}
         for j in range(0, len(res), 2):
             cid = res[j].split(b"\0")[1].decode()

@@ -6,7 +6,7 @@ Tables carry the prefix `lg_` and live next to the core's `ar_` tables in the sa
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the `lg_` tables; a newer one is refused, an older one migrated forward."""
 
 SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS lg_schema_version (version INTEGER NOT NULL)"
@@ -45,10 +45,59 @@ V1 = [
         ns TEXT NOT NULL, thread_id TEXT NOT NULL, deleted_at REAL NOT NULL,
         PRIMARY KEY (ns, thread_id)) WITHOUT ROWID""",
 ]
-MIGRATIONS: list[list[str]] = [V1]
+
+
+def _rebuild(table: str, columns: str, key: str) -> list[str]:
+    """Statements moving `table` to a WITHOUT ROWID table keyed by `key`, rows kept."""
+    return [
+        f"ALTER TABLE {table} RENAME TO {table}_v1",
+        f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({key})) WITHOUT ROWID",
+        f"INSERT INTO {table} SELECT * FROM {table}_v1",
+        f"DROP TABLE {table}_v1",
+    ]
+
+
+# V2: WITHOUT ROWID tables (one b-tree each instead of a table plus its key index: a commit
+# writes fewer pages and the keys are stored once), no index on bare checkpoint ids, and run
+# ids in a side table that a write touches only for a new (run, thread) pair.
+V2 = [
+    *_rebuild(
+        "lg_checkpoints",
+        """ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        parent_id TEXT, run_id TEXT, cp_type TEXT NOT NULL, checkpoint BLOB NOT NULL,
+        versions BLOB NOT NULL, metadata TEXT, md_type TEXT NOT NULL, md_blob BLOB""",
+        "ns, thread_id, cns, checkpoint_id",
+    ),
+    *_rebuild(
+        "lg_blobs",
+        """ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, channel TEXT NOT NULL,
+        version TEXT NOT NULL, kind TEXT NOT NULL, base TEXT, n INTEGER NOT NULL DEFAULT 0,
+        type TEXT NOT NULL, value BLOB""",
+        # Version first: the values of one step share a version, so they land on one page.
+        "ns, thread_id, cns, version, channel",
+    ),
+    *_rebuild(
+        "lg_writes",
+        """ns TEXT NOT NULL, thread_id TEXT NOT NULL, cns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL, idx INTEGER NOT NULL, task_path TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL, type TEXT NOT NULL, value BLOB""",
+        "ns, thread_id, cns, checkpoint_id, task_id, idx",
+    ),
+    "DELETE FROM lg_blobs WHERE kind = 'e'",  # an absent row means the same
+    """CREATE TABLE IF NOT EXISTS lg_runs (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+        PRIMARY KEY (ns, run_id, thread_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS lg_runs_thread ON lg_runs (ns, thread_id)",
+    """INSERT OR IGNORE INTO lg_runs SELECT DISTINCT ns, run_id, thread_id FROM lg_checkpoints
+        WHERE run_id IS NOT NULL""",
+]
+MIGRATIONS: list[list[str]] = [V1, V2]
 
 # -- writes ------------------------------------------------------------------------------------
 TOMBSTONE = "SELECT deleted_at FROM lg_tombstones WHERE ns = ? AND thread_id = ? AND deleted_at > ?"
+ENSURE_THREAD = """INSERT OR IGNORE INTO lg_threads (ns, thread_id, created_at, updated_at)
+    VALUES (?, ?, ?, ?)"""
+ADD_RUN = "INSERT OR IGNORE INTO lg_runs (ns, run_id, thread_id) VALUES (?, ?, ?)"
 CHECKPOINT_EXISTS = """SELECT 1 FROM lg_checkpoints
     WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id = ?"""
 BLOB_EXISTS = """SELECT 1 FROM lg_blobs
@@ -73,6 +122,7 @@ DELETE_THREAD = [
     "DELETE FROM lg_blobs WHERE ns = ? AND thread_id = ?",
     "DELETE FROM lg_writes WHERE ns = ? AND thread_id = ?",
     "DELETE FROM lg_threads WHERE ns = ? AND thread_id = ?",
+    "DELETE FROM lg_runs WHERE ns = ? AND thread_id = ?",
 ]
 DELETE_CHECKPOINT = [
     "DELETE FROM lg_checkpoints WHERE ns = ? AND thread_id = ? AND cns = ? AND checkpoint_id = ?",
@@ -94,8 +144,12 @@ THREAD_CHECKPOINTS = """SELECT cns, checkpoint_id, parent_id, versions, run_id
 THREAD_BLOB_KEYS = (
     "SELECT cns, channel, version, kind, base FROM lg_blobs WHERE ns = ? AND thread_id = ?"
 )
-RUN_THREADS = "SELECT DISTINCT thread_id FROM lg_checkpoints WHERE ns = ? AND run_id = ?"
+RUN_THREADS = "SELECT thread_id FROM lg_runs WHERE ns = ? AND run_id = ?"
 
+# The rows of (channel, version) pairs, one index lookup each.
+BLOB_ROWS = """SELECT b.channel, b.version, b.kind, b.base, b.n, b.type, b.value
+    FROM (VALUES {values}) w JOIN lg_blobs b ON b.ns = ? AND b.thread_id = ? AND b.cns = ?
+        AND b.channel = w.column1 AND b.version = w.column2"""
 # Follows delta rows to their full base: (want_channel, want_version, depth, kind, n, type, value).
 BLOB_CHAIN = """WITH RECURSIVE want(channel, version) AS (VALUES {values}),
 chain(wc, wv, depth, kind, base, n, type, value) AS (
@@ -131,4 +185,6 @@ COPY_THREAD = [
         value FROM lg_blobs WHERE ns = ?1 AND thread_id = ?2""",
     """INSERT OR REPLACE INTO lg_writes SELECT ns, ?3, cns, checkpoint_id, task_id, idx,
         task_path, channel, type, value FROM lg_writes WHERE ns = ?1 AND thread_id = ?2""",
+    """INSERT OR IGNORE INTO lg_runs SELECT DISTINCT ns, run_id, ?3 FROM lg_checkpoints
+        WHERE ns = ?1 AND thread_id = ?3 AND run_id IS NOT NULL""",
 ]

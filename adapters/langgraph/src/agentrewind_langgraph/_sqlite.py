@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import queue
 import sqlite3
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from agentrewind.errors import SchemaVersionError
+from agentrewind.stores._sqlite_db import SQLiteDatabase
 
 from . import _sql
 from ._codec import (
@@ -28,13 +28,39 @@ from ._codec import (
     RawTuple,
     WriteRow,
     assemble_blob,
+    pack_versions,
     plan_removal,
+    unpack_versions,
 )
 
 T = TypeVar("T")
 Txn = Callable[[sqlite3.Connection], T]
 _PAGE = 200
 _MAX_BATCH = 64
+_TOUCH_EVERY = 1.0
+"""Without a TTL, a thread's `updated_at` is refreshed at most this often (seconds) by one
+process: the refresh rewrites two b-tree pages, more than the checkpoint itself."""
+
+
+class _SharedConnection(SQLiteDatabase):
+    """The store's file with one connection for every thread's writes.
+
+    LangGraph calls `put`/`put_writes` from short-lived executor threads: a connection per
+    thread would open (and keep) a new one for nearly every graph run. Callers serialise
+    their use with the backend's lock.
+    """
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        super().__init__(
+            db.path, durability=db.durability, busy_timeout=db.busy_timeout, retries=db.retries
+        )
+        self._shared: sqlite3.Connection | None = None
+
+    def connection(self) -> sqlite3.Connection:
+        """The one shared connection, opened on first use."""
+        if self._shared is None:
+            self._shared = super().connection()
+        return self._shared
 
 
 class SQLiteBackend:
@@ -43,6 +69,7 @@ class SQLiteBackend:
     def __init__(self, store: Any, *, tombstone_ttl: float) -> None:
         self.store = store
         self.db = store.db
+        self._wdb = _SharedConnection(store.db)
         self.ns: str = store.namespace
         self.tombstone_ttl = tombstone_ttl
         self._lock = threading.Lock()
@@ -50,6 +77,7 @@ class SQLiteBackend:
         self._queue = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
+        self._touched: dict[str, float] = {}
         self.migrate()
 
     # -- schema ------------------------------------------------------------------------------
@@ -75,7 +103,7 @@ class SQLiteBackend:
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One `BEGIN IMMEDIATE` transaction, serialised with this process's other writers."""
-        with self._lock, self.db.write() as conn:
+        with self._lock, self._wdb.write() as conn:
             yield conn
 
     def run(self, txn: Txn[T]) -> T:
@@ -147,6 +175,8 @@ class SQLiteBackend:
             self._queue.put(None)
             self._writer.join(timeout=5)
             self._writer = None
+        with self._lock:
+            self._wdb.close()
 
     # -- transactions ------------------------------------------------------------------------
     def _tombstone(self, conn: sqlite3.Connection, thread_id: str, now: float) -> float | None:
@@ -183,14 +213,35 @@ class SQLiteBackend:
             conn.execute(
                 _sql.INSERT_CHECKPOINT,
                 (ns, tid, cns, row.checkpoint_id, row.parent_id, row.run_id, row.cp_type,
-                 row.checkpoint, row.versions, row.md_text, row.md_type, row.md_blob),
+                 row.checkpoint, pack_versions(row.versions), row.md_text, row.md_type,
+                 row.md_blob),
             )  # fmt: skip
             if blob_rows:
                 conn.executemany(_sql.INSERT_BLOB, blob_rows)
-            conn.execute(_sql.TOUCH_THREAD, (ns, tid, now, ttl))
+            if row.run_id is not None:
+                conn.execute(_sql.ADD_RUN, (ns, row.run_id, tid))
+            self._touch(conn, tid, now, ttl, force=tomb is not None)
             return True
 
         return txn
+
+    def _touch(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        now: float,
+        ttl: float | None,
+        *,
+        force: bool,
+    ) -> None:
+        """Record the write time (and TTL) of a thread; without a TTL, at most once a second."""
+        if ttl is None and not force and now - self._touched.get(thread_id, 0.0) < _TOUCH_EVERY:
+            conn.execute(_sql.ENSURE_THREAD, (self.ns, thread_id, now, now))
+            return
+        conn.execute(_sql.TOUCH_THREAD, (self.ns, thread_id, now, ttl))
+        if len(self._touched) > 10_000:
+            self._touched.clear()
+        self._touched[thread_id] = now
 
     def put_writes_op(
         self,
@@ -205,9 +256,8 @@ class SQLiteBackend:
 
         def txn(conn: sqlite3.Connection) -> bool:
             ns = self.ns
-            if self._tombstone(conn, thread_id, now) is not None and not self._exists(
-                conn, thread_id, cns, cid
-            ):
+            tomb = self._tombstone(conn, thread_id, now) is not None
+            if tomb and not self._exists(conn, thread_id, cns, cid):
                 return False
             for w in rows:
                 sql = _sql.INSERT_WRITE_REPLACE if w.idx < 0 else _sql.INSERT_WRITE_KEEP
@@ -216,7 +266,7 @@ class SQLiteBackend:
                     (ns, thread_id, cns, cid, w.task_id, w.idx, w.task_path, w.channel, w.type,
                      w.value),
                 )  # fmt: skip
-            conn.execute(_sql.TOUCH_THREAD, (ns, thread_id, now, ttl))
+            self._touch(conn, thread_id, now, ttl, force=tomb)
             return True
 
         return txn
@@ -253,7 +303,7 @@ class SQLiteBackend:
         run_ids: set[str] | None = None,
     ) -> int:
         cps = [
-            CheckpointInfo(cns, cid, parent, json.loads(versions), run_id)
+            CheckpointInfo(cns, cid, parent, unpack_versions(versions), run_id)
             for cns, cid, parent, versions, run_id in conn.execute(
                 _sql.THREAD_CHECKPOINTS, (self.ns, thread_id)
             )
@@ -314,7 +364,10 @@ class SQLiteBackend:
     def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
         """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
         with self.db.read() as conn:
-            return conn.execute(_sql.LIST_THREADS, (self.ns, now, limit)).fetchall()
+            rows = conn.execute(_sql.LIST_THREADS, (self.ns, now, limit)).fetchall()
+        return [
+            (str(t), float(c), float(u), None if e is None else float(e)) for t, c, u, e in rows
+        ]
 
     def query(
         self,
@@ -362,7 +415,7 @@ class SQLiteBackend:
         writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]] = {}
         with self.db.read() as conn:
             for (tid, cns), grp in groups.items():
-                pairs = {(ch, v) for r in grp for ch, v in json.loads(r[6]).items()}
+                pairs = {(ch, v) for r in grp for ch, v in unpack_versions(r[6]).items()}
                 values[(tid, cns)] = self.blob_values(tid, cns, list(pairs), conn=conn)
                 cids = [r[2] for r in grp]
                 for i in range(0, len(cids), 500):
@@ -374,7 +427,7 @@ class SQLiteBackend:
                         writes.setdefault((tid, cns, cid), []).append((task, ch, typ, val))
         out = []
         for tid, cns, cid, parent, cp_type, cp, versions_s, md_text, md_type, md_blob in rows:
-            versions = json.loads(versions_s)
+            versions = unpack_versions(versions_s)
             got = values[(tid, cns)]
             vals = {}
             for ch, v in versions.items():
@@ -402,12 +455,22 @@ class SQLiteBackend:
         with contextlib.ExitStack() as stack:
             if conn is None:
                 conn = stack.enter_context(self.db.read())
+            key = (self.ns, thread_id, cns)
+            deltas: list[tuple[str, str]] = []
             for i in range(0, len(pairs), 200):
                 chunk = pairs[i : i + 200]
+                sql = _sql.BLOB_ROWS.format(values=",".join(["(?, ?)"] * len(chunk)))
+                flat = [x for p in chunk for x in p]
+                for ch, ver, kind, _, n, typ, val in conn.execute(sql, (*flat, *key)):
+                    if kind == "d":
+                        deltas.append((ch, ver))
+                    else:
+                        out[(ch, ver)] = assemble_blob([(kind, n, typ, val)])
+            for i in range(0, len(deltas), 200):
+                chunk = deltas[i : i + 200]
                 sql = _sql.BLOB_CHAIN.format(values=",".join(["(?, ?)"] * len(chunk)))
                 flat = [x for p in chunk for x in p]
                 chains: dict[tuple[str, str], list[tuple[int, str, int, str, bytes]]] = {}
-                key = (self.ns, thread_id, cns)
                 for wc, wv, depth, kind, n, typ, val in conn.execute(sql, (*flat, *key, *key)):
                     chains.setdefault((wc, wv), []).append((depth, kind, n, typ, val))
                 for pair, chain in chains.items():
@@ -421,7 +484,7 @@ class SQLiteBackend:
         """`(id, parent_id, versions)` from the checkpoint up to the root."""
         with self.db.read() as conn:
             rows = conn.execute(_sql.PARENT_CHAIN, (self.ns, thread_id, cns, checkpoint_id))
-            return [(cid, parent, json.loads(v)) for cid, parent, v in rows]
+            return [(cid, parent, unpack_versions(v)) for cid, parent, v in rows]
 
     def writes_for(
         self, thread_id: str, cns: str, cids: Sequence[str]

@@ -7,8 +7,9 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from langgraph.checkpoint.base import CheckpointMetadata
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agentrewind.errors import StoreError
@@ -58,7 +59,7 @@ def migrate_sqlite_saver(
         threads = set()
         for tid, cns, cid, parent, typ, blob, md in rows:
             checkpoint = reader.loads_typed((typ, blob))
-            metadata = json.loads(md) if md is not None else {}
+            metadata = cast(CheckpointMetadata, json.loads(md) if md is not None else {})
             prev = versions_of.get((tid, cns, parent or ""), {})
             current = checkpoint.get("channel_versions", {})
             new_versions = {ch: v for ch, v in current.items() if prev.get(ch) != v}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import datetime as dt
 import functools
-import json
 import logging
 import random
 import tempfile
@@ -26,16 +26,15 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
-    SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import agentrewind
 from agentrewind.stores import Store
 
 from ._codec import (
-    BlobRow,
     ListDeltas,
     PutRow,
     RawTuple,
@@ -54,6 +53,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _MEMORY_FILES: dict[str, str] = {}
+_APART = frozenset(("id", "channel_versions", "channel_values"))
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -210,6 +210,8 @@ class RewindSaver(BaseCheckpointSaver[str]):
     def _to_tuple(self, raw: RawTuple) -> CheckpointTuple:
         loads = self.serde.loads_typed
         checkpoint = loads((raw.cp_type, raw.checkpoint))
+        checkpoint["id"] = raw.checkpoint_id
+        checkpoint["channel_versions"] = dict(raw.versions)
         checkpoint["channel_values"] = {ch: loads(typed) for ch, typed in raw.values.items()}
         return CheckpointTuple(
             config=_config(raw.thread_id, raw.cns, raw.checkpoint_id),
@@ -230,17 +232,17 @@ class RewindSaver(BaseCheckpointSaver[str]):
     ) -> PutRow:
         conf = config["configurable"]
         thread_id, cns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        c = dict(checkpoint)
-        values: dict[str, Any] = c.pop("channel_values", {})  # type: ignore[assignment]
+        # `id` and `channel_versions` are stored in columns of their own, the values apart.
+        c = {k: v for k, v in checkpoint.items() if k not in _APART}
+        values: Mapping[str, Any] = checkpoint.get("channel_values") or {}
         cp_type, cp_bytes = self.serde.dumps_typed(c)
-        blobs = []
-        for ch, version in new_versions.items():
-            ver = vstr(version)
-            if ch in values:
-                typed = self.serde.dumps_typed(values[ch])
-                blobs.append(self._deltas.row(thread_id, cns, ch, ver, typed))
-            else:
-                blobs.append(BlobRow(ch, ver, "e", None, 0, "empty", b""))
+        dumps, row = self.serde.dumps_typed, self._deltas.row
+        # A channel versioned without a value (cleared, or a DeltaChannel step) gets no row.
+        blobs = [
+            row(thread_id, cns, ch, vstr(version), dumps(values[ch]))
+            for ch, version in new_versions.items()
+            if ch in values
+        ]
         md = get_checkpoint_metadata(config, metadata)
         md_text, md_type, md_blob = encode_metadata(self.serde, md)
         run_id = md.get("run_id")
@@ -252,7 +254,7 @@ class RewindSaver(BaseCheckpointSaver[str]):
             run_id=run_id if isinstance(run_id, str) else None,
             cp_type=cp_type,
             checkpoint=cp_bytes,
-            versions=json.dumps({ch: vstr(v) for ch, v in checkpoint["channel_versions"].items()}),
+            versions={ch: vstr(v) for ch, v in checkpoint["channel_versions"].items()},
             md_text=md_text,
             md_type=md_type,
             md_blob=md_blob,
@@ -456,7 +458,7 @@ class RewindSaver(BaseCheckpointSaver[str]):
 
     def _prune_args(
         self, thread_ids: Sequence[str] | None, strategy: str, keep_last: int | None
-    ) -> tuple[list[str], int]:
+    ) -> tuple[builtins.list[str], int]:
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         keep = 1 if keep_last is None else keep_last
@@ -470,14 +472,20 @@ class RewindSaver(BaseCheckpointSaver[str]):
         return int(self.backend.execute(self.backend.purge_expired_op(time.time())))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """A zero-padded counter plus a random fraction: string-sortable and fork-unique."""
+        """A zero-padded counter plus a random suffix: string-sortable and fork-unique.
+
+        The counter has 10 digits (short keys; versions appear in every checkpoint many
+        times); a history that already uses LangGraph's 32-digit form (e.g. migrated from
+        SqliteSaver) keeps it, so versions of one thread always compare correctly as text.
+        """
         if current is None:
-            n = 0
+            n, width = 0, 10
         elif isinstance(current, int):
-            n = current
+            n, width = current, 10
         else:
-            n = int(str(current).split(".")[0])
-        return f"{n + 1:032}.{random.random():016}"
+            head = str(current).split(".", 1)[0]
+            n, width = int(head), max(len(head), 10)
+        return f"{n + 1:0{width}}.{random.getrandbits(32):08x}"
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
