@@ -41,7 +41,8 @@ def core(session: nox.Session) -> None:
 @nox.session
 def langchain(session: nox.Session) -> None:
     """LangChain adapter tests (langchain-core, langchain, langgraph)."""
-    sync(session, "redis", "langchain", "langgraph", groups=("test", "test-langchain"))
+    sync(session, "redis", "langchain", "langgraph", groups=("test", "lint", "test-langchain"))
+    session.run("mypy", "--strict", "adapters/langchain/src")
     session.run("pytest", "tests/langchain", *session.posargs)
 
 

@@ -161,18 +161,28 @@ def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactor
             capture_output=True,
             timeout=60,
         )
-        deadline = time.monotonic() + 20
+        # Every node must agree before tests start: a node that has not converged answers
+        # MOVED/CLUSTERDOWN, and the client then rebuilds its node map mid-test.
+        deadline = time.monotonic() + 30
         while True:
-            out = subprocess.run(
-                ["redis-cli", "-p", str(nodes[0].port), "cluster", "info"],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout
-            if "cluster_state:ok" in out:
+            infos = [
+                subprocess.run(
+                    ["redis-cli", "-p", str(n.port), "cluster", "info"],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout
+                for n in nodes
+            ]
+            if all(
+                "cluster_state:ok" in i
+                and "cluster_slots_ok:16384" in i
+                and "cluster_known_nodes:3" in i
+                for i in infos
+            ):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"cluster did not become ready: {out}")
+                raise RuntimeError(f"cluster did not become ready: {infos}")
             time.sleep(0.1)
         yield f"redis://127.0.0.1:{nodes[0].port}/0"
     finally:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,8 +12,9 @@ from langchain_core.tools import BaseTool
 import agentrewind
 from agentrewind import AgentRewindError, Call, Run, RunContext, SerializationError
 
+from ._agent_runs import AgentRuns, current_invocation
 from ._chat import logger
-from ._keys import _scrub, chat_key, site_name, tool_key
+from ._keys import chat_key, llm_string, site_name, tool_key
 from ._runnable import resolve_run_id
 from ._tools import SKIPPED_CONTENT
 
@@ -32,30 +30,7 @@ def _config() -> dict[str, Any]:
         return {}
 
 
-class _OpenRun:
-    """A run opened inside its own context, so it can be closed from another node."""
-
-    def __init__(self, context: RunContext) -> None:
-        self.context = context
-        self.ctx = contextvars.copy_context()
-        self.run: Run = context.run
-
-    def open(self) -> None:
-        self.ctx.run(self.context.__enter__)
-
-    def close(self, failed: bool) -> None:
-        args = (RuntimeError, RuntimeError("agent step failed"), None) if failed else (None,) * 3
-        self.ctx.run(self.context.__exit__, *args)
-
-    async def aopen(self) -> None:
-        await asyncio.create_task(self.context.__aenter__(), context=self.ctx)
-
-    async def aclose(self, failed: bool) -> None:
-        args = (RuntimeError, RuntimeError("agent step failed"), None) if failed else (None,) * 3
-        await asyncio.create_task(self.context.__aexit__(*args), context=self.ctx)
-
-
-class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class RewindAgentMiddleware(AgentMiddleware):
     """Journal `create_agent` model and tool calls through the official middleware hooks.
 
     `create_agent(model, tools, middleware=[RewindAgentMiddleware("sqlite:///runs.db")])`
@@ -90,17 +65,22 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.on_incomplete = on_incomplete
         self.ttl = ttl
         self.tool_side_effects = tool_side_effects
-        self._open: dict[str, _OpenRun] = {}
-        self._lock = threading.Lock()
+        self._runs = AgentRuns(self.middleware, self._start)
 
     @property
     def name(self) -> str:
         """The hook name shown in traces."""
         return "RewindAgentMiddleware"
 
-    # -- run lifecycle: open at the first hook of an invocation, close at its end ---------
-    def _run_id(self) -> str:
-        run_id = resolve_run_id(_config())  # type: ignore[arg-type]
+    # -- run lifecycle: see _agent_runs (one run per invocation, closed however it ends) ----
+    def _start(self, run_id: str) -> RunContext:
+        return self.middleware.run(
+            run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
+        )
+
+    @staticmethod
+    def _run_id() -> str:
+        run_id = resolve_run_id(_config())
         if run_id is None:
             raise AgentRewindError(
                 "RewindAgentMiddleware needs a run id: invoke the agent with "
@@ -108,73 +88,38 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             )
         return run_id
 
-    def _new(self, run_id: str) -> tuple[_OpenRun, bool]:
-        with self._lock:
-            found = self._open.get(run_id)
-            if found is not None:
-                return found, False
-            handle = _OpenRun(
-                self.middleware.run(
-                    run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
-                )
-            )
-            self._open[run_id] = handle
-            return handle, True
-
-    def _pop(self, run_id: str) -> _OpenRun | None:
-        with self._lock:
-            return self._open.pop(run_id, None)
-
     def _get(self) -> tuple[str, Run]:
         run_id = self._run_id()
-        handle, fresh = self._new(run_id)
-        if fresh:
-            try:
-                handle.open()
-            except BaseException:
-                self._pop(run_id)
-                raise
-        return run_id, handle.run
+        return run_id, self._runs.get(run_id, current_invocation())
 
     async def _aget(self) -> tuple[str, Run]:
         run_id = self._run_id()
-        handle, fresh = self._new(run_id)
-        if fresh:
-            try:
-                await handle.aopen()
-            except BaseException:
-                self._pop(run_id)
-                raise
-        return run_id, handle.run
+        return run_id, await self._runs.aget(run_id, current_invocation())
 
-    def _end(self, run_id: str, *, failed: bool) -> None:
-        handle = self._pop(run_id)
-        if handle is not None:
-            handle.close(failed)
+    def _fail(self, run_id: str) -> None:
+        self._runs.end(run_id, current_invocation(), "failed")
 
-    async def _aend(self, run_id: str, *, failed: bool) -> None:
-        handle = self._pop(run_id)
-        if handle is not None:
-            await handle.aclose(failed)
+    async def _afail(self, run_id: str) -> None:
+        await self._runs.aend(run_id, current_invocation(), "failed")
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Start a fresh execution of the run (drops one a crashed invocation left open)."""
-        self._end(self._run_id(), failed=True)
+        """Close a run of this id that an earlier invocation left open."""
+        self._runs.drop_stale(self._run_id(), current_invocation())
         return None
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of `before_agent`."""
-        await self._aend(self._run_id(), failed=True)
+        await self._runs.adrop_stale(self._run_id(), current_invocation())
         return None
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Close the run: metrics written, lease released."""
-        self._end(self._run_id(), failed=False)
+        self._runs.end(self._run_id(), current_invocation(), "completed")
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        await self._aend(self._run_id(), failed=False)
+        await self._runs.aend(self._run_id(), current_invocation(), "completed")
         return None
 
     # -- model calls ---------------------------------------------------------------------
@@ -183,18 +128,16 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         messages = list(request.messages)
         if request.system_message is not None:
             messages.insert(0, request.system_message)
-        key = chat_key(model._get_llm_string(**request.model_settings), messages)
-        key["tools"] = [t.name if isinstance(t, BaseTool) else _scrub(t) for t in request.tools]
-        key["tool_choice"] = _scrub(request.tool_choice)
-        key["response_format"] = _scrub(request.response_format)
+        tools = [t.name if isinstance(t, BaseTool) else t for t in request.tools]
+        extra = [tools, request.tool_choice, request.response_format]
+        key = chat_key(llm_string(model), messages, request.model_settings, extra)
         name = site_name(model.get_name(), _config().get("metadata"))
         return run.begin("llm", name, key)
 
     @staticmethod
     def _replay_model(call: Call) -> ModelResponse:
         value = call.value() or {"result": [AIMessage(content="")], "structured": None}
-        result = [m.model_copy(deep=True) for m in value["result"]]
-        return ModelResponse(result=result, structured_response=value["structured"])
+        return ModelResponse(result=list(value["result"]), structured_response=value["structured"])
 
     @staticmethod
     def _model_value(response: Any) -> tuple[Any, dict[str, Any]] | None:
@@ -220,7 +163,7 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             response = handler(request)
         except BaseException as exc:
             call.fail(exc)
-            self._end(run_id, failed=True)
+            self._fail(run_id)
             raise
         done = self._model_value(response)
         if done is not None:
@@ -243,7 +186,7 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             response = await handler(request)
         except BaseException as exc:
             await call.afail(exc)
-            await self._aend(run_id, failed=True)
+            await self._afail(run_id)
             raise
         done = self._model_value(response)
         if done is not None:
@@ -258,7 +201,7 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         tool_call = request.tool_call
         tool = request.tool
         args = tool_call.get("args") or {}
-        key = tool_key(tool, args) if isinstance(tool, BaseTool) else _scrub(args)
+        key = tool_key(tool, args)
         meta = (tool.metadata if isinstance(tool, BaseTool) else None) or {}
         return run.begin(
             "tool",
@@ -296,7 +239,7 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 output = handler(request)
             except BaseException as exc:
                 call.fail(exc)
-                self._end(run_id, failed=True)
+                self._fail(run_id)
                 raise
         if self._tool_journaled(output):
             call.complete(output)
@@ -316,7 +259,7 @@ class RewindAgentMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 output = await handler(request)
             except BaseException as exc:
                 await call.afail(exc)
-                await self._aend(run_id, failed=True)
+                await self._afail(run_id)
                 raise
         if self._tool_journaled(output):
             await call.acomplete(output)

@@ -12,7 +12,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from agentrewind import Call, Run, SerializationError
 
-from ._keys import chat_key, site_name
+from ._keys import chat_key, llm_string, site_name
 from ._scope import REPLAYED_TAG
 
 __all__ = [
@@ -39,9 +39,11 @@ def begin_chat(
     metadata: dict[str, Any] | None,
 ) -> Call:
     """Decide whether this chat call replays (`call.hit`) or runs."""
-    extra = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
-    llm_string = model._get_llm_string(stop=stop, **extra)
-    return run.begin("llm", site_name(model.get_name(), metadata), chat_key(llm_string, messages))
+    params = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
+    if stop is not None:
+        params["stop"] = stop
+    key = chat_key(llm_string(model), messages, params)
+    return run.begin("llm", site_name(model.get_name(), metadata), key)
 
 
 def _plain(value: Any) -> Any:
@@ -87,8 +89,9 @@ def replay_result(call: Call) -> ChatResult:
     value = call.value()
     if value is None:  # a skipped incomplete call has no output
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=""))])
+    # `value()` decodes the record again on every call: the messages are fresh objects.
     generations = [
-        ChatGeneration(message=g["message"].model_copy(deep=True), generation_info=g["info"])
+        ChatGeneration(message=g["message"], generation_info=g["info"])
         for g in value["generations"]
     ]
     return ChatResult(generations=generations, llm_output=value["llm_output"])

@@ -9,12 +9,13 @@ one `ContextVar`; when no wrapped run is active it calls the original straight a
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import wrapt
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import chat_models as _chat_models
 from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool
 
@@ -29,12 +30,14 @@ __all__ = ["install", "installed"]
 _lock = threading.Lock()
 _installed = False
 
-try:  # private helper; the cache funnel receives messages already normalised by it
-    from langchain_core.language_models.chat_models import _normalize_messages
-except ImportError:  # pragma: no cover - older/newer langchain-core
 
-    def _normalize_messages(messages: Any) -> Any:
-        return messages
+def _as_is(messages: Any) -> Any:
+    return messages
+
+
+# A private helper (absent from some langchain-core versions): the cache funnel receives
+# messages already normalised by it, so a stream's key must see them normalised too.
+_normalize_messages: Callable[[Any], Any] = getattr(_chat_models, "_normalize_messages", _as_is)
 
 
 def installed() -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -13,12 +13,12 @@ from langchain_core.runnables.config import get_config_list
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from agentrewind import RunContext
-from agentrewind._ids import new_id
 
+from ._ids import new_run_id
 from ._scope import ACTIVE, Scope
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from langchain_core.utils.pydantic import TypeBaseModel
 
     from agentrewind import Middleware
     from agentrewind.journal import IncompletePolicy
@@ -29,7 +29,7 @@ RUN_ID_KEY = "agentrewind_run_id"
 """`configurable` key naming the run; `thread_id` is used when it is absent."""
 
 
-def resolve_run_id(config: RunnableConfig | None) -> str | None:
+def resolve_run_id(config: Mapping[str, Any] | None) -> str | None:
     """The run id a config names: `agentrewind_run_id`, else `thread_id`, else None."""
     configurable = (config or {}).get("configurable") or {}
     run_id = configurable.get(RUN_ID_KEY) or configurable.get("thread_id")
@@ -101,10 +101,10 @@ class RewindRunnable(Runnable[Any, Any]):
     def OutputType(self) -> Any:
         return self.bound.OutputType
 
-    def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+    def get_input_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
         return self.bound.get_input_schema(config)
 
-    def get_output_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+    def get_output_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
         return self.bound.get_output_schema(config)
 
     @property
@@ -116,7 +116,7 @@ class RewindRunnable(Runnable[Any, Any]):
 
     # -- the run around each call ----------------------------------------------------------
     def _prepare(self, config: RunnableConfig | None) -> tuple[RunnableConfig, RunContext]:
-        run_id = resolve_run_id(config) or new_id()
+        run_id = resolve_run_id(config) or new_run_id()
         self.last_run_id = run_id
         context = self.middleware.run(
             run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
@@ -223,7 +223,7 @@ class RewindRunnable(Runnable[Any, Any]):
         out: list[RunnableConfig] = []
         for i, (cfg, run_id) in enumerate(zip(configs, ids, strict=True)):
             if run_id is None:
-                run_id = new_id()
+                run_id = new_run_id()
             elif shared or ids.count(run_id) > 1:
                 run_id = f"{run_id}:{i}"
             out.append(_with_run_id(cfg, run_id))

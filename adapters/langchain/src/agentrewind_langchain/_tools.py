@@ -10,7 +10,7 @@ from langchain_core.tools import BaseTool
 
 from agentrewind import Call, Run, SerializationError
 
-from ._keys import site_name, tool_key
+from ._keys import site_name, tool_input_view, tool_key
 from ._scope import REPLAYED_TAG, Scope
 
 __all__ = ["ToolCallInfo", "begin_tool"]
@@ -70,11 +70,8 @@ class ToolCallInfo:
             metadata,
             tool.metadata,
         )
-        inputs = (
-            tool._filter_injected_args(self.tool_input)
-            if isinstance(self.tool_input, dict)
-            else None
-        )
+        tool_input = self.tool_input
+        inputs = tool_input_view(tool, tool_input) if isinstance(tool_input, dict) else None
         start = {
             "name": kw.get("run_name"),
             "run_id": kw.get("run_id"),
@@ -84,11 +81,7 @@ class ToolCallInfo:
         return configure, start
 
     def start_payload(self) -> tuple[dict[str, Any], str]:
-        inputs = (
-            self.tool._filter_injected_args(self.tool_input)
-            if isinstance(self.tool_input, dict)
-            else self.tool_input
-        )
+        inputs = tool_input_view(self.tool, self.tool_input)
         return {"name": self.tool.name, "description": self.tool.description}, str(inputs)
 
     # -- record ---------------------------------------------------------------------------

@@ -135,9 +135,13 @@ class Run:
         # A stale owner must not overwrite the status of a run another process took over.
         return self._keeper is not None and self._keeper.expired
 
-    def _stop_keeper(self, failed: bool) -> None:
+    def _stop_keeper(self, failed: bool, *, wait: bool = True) -> None:
         if self._keeper is not None:
             self._keeper.stop.set()
+            if wait:
+                # Wakes at once unless a renewal is in flight; let that finish first so no
+                # connection goes back to a pool the caller may close next.
+                self._keeper.join(timeout=2.0)
         if failed and self.status == "completed":
             self.status = "failed"
 
@@ -151,7 +155,7 @@ class Run:
             self._drop_lease()
 
     async def _aclose(self, failed: bool) -> None:
-        self._stop_keeper(failed)
+        self._stop_keeper(failed, wait=False)
         store = self.middleware.store
         try:
             if not self._lease_lost():
