@@ -157,6 +157,22 @@ def _cleanup_redis(prefix: str) -> None:
         client.close()
 
 
+def _redis_round_trip_us() -> float:
+    """Median PING round trip to the benchmark's Redis: the floor under every Redis write."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        samples = []
+        for _ in range(1000):
+            t0 = time.perf_counter()
+            client.ping()
+            samples.append(time.perf_counter() - t0)
+        return _median_us(samples)
+    finally:
+        client.close()
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
@@ -184,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             backends.append(("redis", url, lambda: _cleanup_redis(prefix)))
         else:
             notes.append(f"redis skipped: {missing}")
+        ping_us: float | None = None
         for name, url, cleanup in backends:
             try:
+                if name == "redis":
+                    ping_us = _redis_round_trip_us()
                 results[name] = bench_backend(url, args.steps)
             finally:
                 cleanup()
@@ -227,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     print("step record = run.step with side effects (started + completed writes);")
     print("call record = side_effects=False (one write, as for LLM calls); replay hit = answered")
     print("from the journal. Goals: record <= 200 µs SQLite NORMAL, <= 300 µs Redis; replay <= 50.")
+    if ping_us is not None:
+        print(
+            f"redis: one PING round trip takes {ping_us:.1f} µs here; a call record is one "
+            "round trip (one Lua script), a step record two."
+        )
     for note in notes:
         print(f"note: {note}")
     print(f"total {time.perf_counter() - started:.1f}s")

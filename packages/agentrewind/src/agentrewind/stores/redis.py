@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -80,18 +81,19 @@ class RedisStore(Store):
                 if cluster
                 else _redis.Redis.from_url(url, **options)
             )
-            self._scripts = {
-                name: self.client.register_script(getattr(K, name))
-                for name in (
-                    "PUT_STEPS",
-                    "BEGIN_RUN",
-                    "END_RUN",
-                    "SET_TTL",
-                    "SET_HEAD",
-                    "ACQUIRE_LEASE",
-                    "RELEASE_LEASE",
-                )
-            }
+            self._scripts: dict[str, tuple[str, str]] = {}
+            for name in (
+                "PUT_STEPS",
+                "BEGIN_RUN",
+                "END_RUN",
+                "SET_TTL",
+                "SET_HEAD",
+                "ACQUIRE_LEASE",
+                "RELEASE_LEASE",
+            ):
+                source = getattr(K, name)
+                self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
+            self._key_cache: dict[str, K.RunKeys] = {}
             self._check_schema()
 
     @classmethod
@@ -114,18 +116,21 @@ class RedisStore(Store):
         """Map redis-py errors to `StoreUnavailableError` / `StoreError` (for adapters too)."""
         try:
             yield
-        except (_redis.ConnectionError, _redis.TimeoutError) as exc:
-            raise StoreUnavailableError(
+        except _redis.RedisError as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: Exception) -> StoreError:
+        if isinstance(exc, _redis.AuthenticationError):
+            return StoreUnavailableError(f"Redis at {self.url} refused the credentials")
+        if isinstance(exc, _redis.ConnectionError | _redis.TimeoutError):
+            return StoreUnavailableError(
                 f"Redis at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
                 "the operation was not applied"
-            ) from exc
-        except _redis.AuthenticationError as exc:
-            raise StoreUnavailableError(f"Redis at {self.url} refused the credentials") from exc
-        except _redis.RedisError as exc:
-            # A cluster that lost its nodes raises its own error types; all mean "unavailable".
-            if "cluster" in type(exc).__name__.lower() or "connection" in str(exc).lower():
-                raise StoreUnavailableError(f"Redis at {self.url}: {exc}") from exc
-            raise StoreError(f"Redis at {self.url}: {exc}") from exc
+            )
+        # A cluster that lost its nodes raises its own error types; all mean "unavailable".
+        if "cluster" in type(exc).__name__.lower() or "connection" in str(exc).lower():
+            return StoreUnavailableError(f"Redis at {self.url}: {exc}")
+        return StoreError(f"Redis at {self.url}: {exc}")
 
     def _call(self, fn: Callable[[], T]) -> T:
         with self.translate_errors():
@@ -143,10 +148,24 @@ class RedisStore(Store):
             )
 
     def _keys(self, run_id: str) -> K.RunKeys:
-        return K.RunKeys.of(self.prefix, self.namespace, run_id)
+        keys = self._key_cache.get(run_id)
+        if keys is None:
+            if len(self._key_cache) > 1024:
+                self._key_cache.clear()
+            keys = self._key_cache[run_id] = K.RunKeys.of(self.prefix, self.namespace, run_id)
+        return keys
 
     def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return self._call(lambda: self._scripts[name](keys=keys, args=args))
+        # EVALSHA straight from the client: this is the hot path of every write, so it skips
+        # redis-py's Script wrapper and the generator-based error context manager.
+        source, sha = self._scripts[name]
+        try:
+            try:
+                return self.client.evalsha(sha, len(keys), *keys, *args)
+            except _redis.exceptions.NoScriptError:
+                return self.client.eval(source, len(keys), *keys, *args)
+        except _redis.RedisError as exc:
+            raise self._translate(exc) from exc
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
