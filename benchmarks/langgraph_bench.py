@@ -2,6 +2,7 @@
 
 Workloads follow research/langgraph-anchors.md section 4:
   a  10-node line graph, distinct threads, durability sync/exit: median invoke, x memory
+     (the savers take turns, one invoke each per round, in a shuffled order)
   b  raw ops on one thread of 1,000 checkpoints: put, put_writes, get_tuple, list, filter
   c  1,000-message state where only a small counter changed: put latency, bytes/checkpoint
   d  async API: 200 threads via ainvoke, 1 vs 16 in flight (invokes/s)
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import operator
 import os
+import random
 import sqlite3
 import statistics
 import tempfile
@@ -140,30 +142,37 @@ def line_graph(n: int = 10) -> StateGraph:
     return b
 
 
+def _timed_invoke(graph: Any, durability: str) -> float:
+    """Seconds one invoke of `graph` on a new thread takes."""
+    s = time.perf_counter()
+    graph.invoke(
+        {"messages": []}, {"configurable": {"thread_id": uuid.uuid4().hex}}, durability=durability
+    )
+    return time.perf_counter() - s
+
+
 def part_a(runs: int) -> None:
+    """Every saver's graph runs once per round, in a shuffled order, so that the load of a
+    shared machine drifting during the part weighs on all of them alike (measuring one saver
+    after another made the ratios swing by 2x between runs)."""
     builder = line_graph()
+    rng = random.Random(42)
     for durability in ("sync", "exit"):
-        rows: dict[str, float | None] = {}
-        for name, make in SAVERS.items():
-            saver = make()
-            g = builder.compile(checkpointer=saver)
+        savers = {name: make() for name, make in SAVERS.items()}
+        graphs = {name: builder.compile(checkpointer=s) for name, s in savers.items()}
+
+        for g in graphs.values():
             for _ in range(5):
-                g.invoke(
-                    {"messages": []},
-                    {"configurable": {"thread_id": uuid.uuid4().hex}},
-                    durability=durability,
-                )
-            times = []
-            for _ in range(runs):
-                s = time.perf_counter()
-                g.invoke(
-                    {"messages": []},
-                    {"configurable": {"thread_id": uuid.uuid4().hex}},
-                    durability=durability,
-                )
-                times.append(time.perf_counter() - s)
-            rows[name] = med(times) * 1e3
+                _timed_invoke(g, durability)
+        times: dict[str, list[float]] = {name: [] for name in graphs}
+        order = list(graphs)
+        for _ in range(runs):
+            rng.shuffle(order)
+            for name in order:
+                times[name].append(_timed_invoke(graphs[name], durability))
+        for saver in savers.values():
             close(saver)
+        rows: dict[str, float | None] = {n: med(t) * 1e3 for n, t in times.items()}
         table(f"(a) 10-node graph, durability={durability}: median invoke", "ms", rows)
         base = rows["memory"] or 0
         print(

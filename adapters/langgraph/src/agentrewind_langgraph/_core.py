@@ -1,0 +1,400 @@
+"""The sync half of `RewindSaver`: opening a store, lifecycle and the sync checkpointer API.
+
+`saver.RewindSaver` adds the async twins; both halves build their backend operations with
+the same `_*_op` helpers here, so the two APIs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+import agentrewind
+from agentrewind.stores import Store
+
+from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
+from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
+
+__all__ = ["SaverCore"]
+
+log = logging.getLogger("agentrewind_langgraph.saver")
+
+_MEMORY_FILES: dict[str, str] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def _memory_sqlite(store: Store) -> Store:
+    """A SQLite file standing in for `memory://NAME` (shared by name within this process)."""
+    from agentrewind.stores.sqlite import SQLiteStore
+
+    name = store.url.split("://", 1)[1] or f"anon-{id(store)}"
+    with _MEMORY_LOCK:
+        path = _MEMORY_FILES.get(name)
+        if path is None:
+            path = str(Path(tempfile.mkdtemp(prefix="agentrewind-lg-")) / "memory.db")
+            _MEMORY_FILES[name] = path
+    return SQLiteStore(path, namespace=store.namespace)
+
+
+def _url(conn_string: str | None) -> str | None:
+    if conn_string is None or "://" in conn_string:
+        return conn_string
+    if conn_string == ":memory:":
+        return "memory://"
+    return "sqlite:///" + str(Path(conn_string).expanduser().resolve())
+
+
+class SaverCore(BaseCheckpointSaver[str]):
+    """Store handling and the sync API of `RewindSaver` (see its docstring for the arguments)."""
+
+    def __init__(
+        self,
+        store_or_url: Store | str | None = None,
+        *,
+        serde: SerializerProtocol | None = None,
+        ttl: float | None = None,
+        namespace: str | None = None,
+        tombstone_ttl: float = 86_400.0,
+    ) -> None:
+        super().__init__(serde=serde)
+        if isinstance(store_or_url, Store):
+            store, self._owns_store = store_or_url, False
+        else:
+            store, self._owns_store = (
+                agentrewind.connect(_url(store_or_url), namespace=namespace),
+                True,
+            )
+        self._public_store = store
+        if store.scheme == "memory":
+            store = _memory_sqlite(store)
+            self._owns_inner = True
+        else:
+            self._owns_inner = False
+        self.store = store
+        self.ttl = ttl
+        self._deltas = ListDeltas()
+        self.backend: Any
+        if store.scheme == "redis":
+            from ._redis import RedisBackend
+
+            self.backend = RedisBackend(store, tombstone_ttl=tombstone_ttl)
+        else:
+            from ._sqlite import SQLiteBackend
+
+            self.backend = SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Self:
+        """Open a saver from a store URL or SQLite file path; use it with `with`/`async with`.
+
+        Args:
+            conn_string: `sqlite:///file.db`, `redis://...`, `memory://`, or a file path.
+            **kwargs: Passed to `RewindSaver`.
+
+        Returns:
+            The saver; leaving the `with` block closes it.
+        """
+        return cls(_url(conn_string), **kwargs)
+
+    def setup(self) -> None:
+        """Create or migrate the saver's tables/keys (also done when the saver opens)."""
+        if hasattr(self.backend, "migrate"):
+            self.backend.migrate()
+
+    def close(self) -> None:
+        """Stop worker threads and close the store if this saver opened it."""
+        self.backend.close()
+        if self._owns_inner:
+            self.store.close()
+        if self._owns_store:
+            self._public_store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads -------------------------------------------------------------------------------
+    def _query(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+        latest: bool = False,
+    ) -> Iterator[CheckpointTuple]:
+        conf = (config or {}).get("configurable", {})
+        pushdown, exact = split_filter(filter)
+        cns = conf.get("checkpoint_ns")
+        if latest and cns is None:
+            cns = ""
+        raws = self.backend.query(
+            thread_id=str(conf["thread_id"]) if "thread_id" in conf else None,
+            cns=cns,
+            checkpoint_id=conf.get("checkpoint_id") or None,
+            before=get_checkpoint_id(before) if before else None,
+            pushdown=pushdown,
+            limit=limit if exact else None,
+            now=time.time(),
+        )
+        left = limit
+        for raw in raws:
+            if left is not None and left <= 0:
+                return
+            if not exact:
+                md = decode_metadata(self.serde, raw.md_text, raw.md_type, raw.md_blob)
+                if not matches(md, filter):
+                    continue
+            if left is not None:
+                left -= 1
+            yield to_tuple(self.serde, raw)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Return the checkpoint `config` names (its `checkpoint_id`, else the latest).
+
+        Args:
+            config: `configurable` with `thread_id`, optional `checkpoint_ns` and `checkpoint_id`.
+
+        Returns:
+            The checkpoint with its values, metadata, parent config and pending writes (in
+            `writes_sort_key` order), or None.
+        """
+        return next(self._query(config, limit=1, latest=True), None)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints newest first.
+
+        Args:
+            config: Thread (and optionally namespace/checkpoint) to list; None: every thread.
+            filter: Metadata equality filter (evaluated by SQLite or a Lua script).
+            before: Only checkpoints older than this one.
+            limit: At most this many.
+
+        Yields:
+            Checkpoint tuples.
+        """
+        return self._query(config, filter=filter, before=before, limit=limit)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of `DeltaChannel`s along the parent chain, in a few queries."""
+        if not channels:
+            return {}
+        conf = config["configurable"]
+        thread_id, cns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        cid = conf.get("checkpoint_id")
+        if not cid:
+            latest = self.get_tuple(config)
+            if latest is None:
+                return {ch: {"writes": []} for ch in channels}
+            cid = latest.config["configurable"]["checkpoint_id"]
+        chain = self.backend.parent_chain(thread_id, cns, cid)[1:]
+        pairs = list({(ch, vers[ch]) for _, _, vers in chain for ch in channels if ch in vers})
+        values = self.backend.blob_values(thread_id, cns, pairs)
+        seeds, needed = find_seeds(self.serde, chain, channels, values)
+        writes = self.backend.writes_for(thread_id, cns, list(needed))
+        return collect_history(self.serde, chain, channels, seeds, needed, writes)
+
+    # -- writes: each builds its backend operation with a `_*_op` helper shared with the
+    # async twin, then runs it with `backend.execute` (async: `backend.aexecute`) --------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of the channels in `new_versions`, atomically.
+
+        Args:
+            config: Names the thread, namespace and parent checkpoint.
+            checkpoint: The checkpoint.
+            metadata: Its metadata.
+            new_versions: Channels whose value changed since the last stored checkpoint.
+
+        Returns:
+            The config of the stored checkpoint.
+        """
+        row, op = self._put_op(config, checkpoint, metadata, new_versions)
+        return self._stored(row, self.backend.execute(op))
+
+    def _put_op(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[PutRow, Any]:
+        row = put_row(self.serde, self._deltas, config, checkpoint, metadata, new_versions)
+        return row, self.backend.put_op(row, time.time(), self.ttl)
+
+    def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:
+        if not accepted:
+            self._deltas.forget(row.thread_id)
+            log.warning("late write to a deleted LangGraph thread ignored")
+        return thread_config(row.thread_id, row.cns, row.checkpoint_id)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store the pending writes of one task at the checkpoint in `config`, atomically.
+
+        Args:
+            config: Names the checkpoint the task ran from.
+            writes: `(channel, value)` pairs.
+            task_id: The task.
+            task_path: The task's path (orders writes with `writes_sort_key`).
+        """
+        self._writes_stored(
+            self.backend.execute(self._put_writes_op(config, writes, task_id, task_path))
+        )
+
+    def _put_writes_op(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Any:
+        conf = config["configurable"]
+        return self.backend.put_writes_op(
+            str(conf["thread_id"]),
+            conf.get("checkpoint_ns", ""),
+            conf["checkpoint_id"],
+            write_rows(self.serde, writes, task_id, task_path),
+            time.time(),
+            self.ttl,
+        )
+
+    @staticmethod
+    def _writes_stored(accepted: bool) -> None:
+        if not accepted:
+            log.warning("late write to a deleted LangGraph thread ignored")
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, value and write of a thread (all namespaces).
+
+        Writes that arrive later for the deleted history are ignored (a tombstone), so an
+        in-flight run cannot bring the thread back; a new run on the same id starts fresh.
+        """
+        self.backend.execute(self._delete_thread_op(thread_id))
+
+    def _delete_thread_op(self, thread_id: str) -> Any:
+        self._deltas.forget(str(thread_id))
+        return self.backend.delete_thread_op(str(thread_id), time.time())
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
+        if run_ids:
+            self.backend.execute(self._delete_for_runs_op(run_ids))
+
+    def _delete_for_runs_op(self, run_ids: Sequence[str]) -> Any:
+        self._deltas.forget()
+        return self.backend.delete_for_runs_op(list(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history (every namespace, value and write) to another id."""
+        self.backend.execute(self._copy_thread_op(source_thread_id, target_thread_id))
+
+    def _copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Any:
+        op = self.backend.copy_thread_op(
+            str(source_thread_id), str(target_thread_id), time.time(), self.ttl
+        )
+        self._deltas.forget(str(target_thread_id))
+        return op
+
+    def prune(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+    ) -> None:
+        """Delete old checkpoints.
+
+        Args:
+            thread_ids: Threads to prune; None: every thread of the namespace.
+            strategy: `"keep_latest"` keeps the newest `keep_last` (default 1) checkpoints per
+                namespace, plus the ancestors a `DeltaChannel` needs to rebuild its value;
+                `"delete"` deletes the threads.
+            keep_last: How many checkpoints per namespace `"keep_latest"` keeps.
+
+        Raises:
+            ValueError: Unknown strategy or a negative `keep_last`.
+        """
+        for op in self._prune_ops(*self._prune_args(thread_ids, strategy, keep_last)):
+            self.backend.execute(op)
+
+    def _prune_args(
+        self, thread_ids: Sequence[str] | None, strategy: str, keep_last: int | None
+    ) -> tuple[builtins.list[str], str, int]:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        keep = 1 if keep_last is None else keep_last
+        if keep < 0:
+            raise ValueError(f"keep_last must be >= 0, not {keep_last!r}")
+        ids = self.backend.thread_ids() if thread_ids is None else [str(t) for t in thread_ids]
+        return ids, strategy, keep
+
+    def _prune_ops(self, ids: builtins.list[str], strategy: str, keep: int) -> Iterator[Any]:
+        """The operations `prune` runs in order (built lazily: each forgets its deltas)."""
+        if strategy == "delete":
+            for t in ids:
+                yield self._delete_thread_op(t)
+        elif ids:
+            self._deltas.forget()
+            yield self.backend.prune_op(ids, keep)
+
+    def purge_expired(self) -> int:
+        """Delete threads whose TTL ran out (Redis expires them itself); returns how many."""
+        return int(self.backend.execute(self.backend.purge_expired_op(time.time())))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A zero-padded counter plus a random suffix: string-sortable and fork-unique.
+
+        The counter has 10 digits (short keys; versions appear in every checkpoint many
+        times); a history that already uses LangGraph's 32-digit form (e.g. migrated from
+        SqliteSaver) keeps it, so versions of one thread always compare correctly as text.
+        """
+        if current is None:
+            n, width = 0, 10
+        elif isinstance(current, int):
+            n, width = current, 10
+        else:
+            head = str(current).split(".", 1)[0]
+            n, width = int(head), max(len(head), 10)
+        return f"{n + 1:0{width}}.{random.getrandbits(32):08x}"
