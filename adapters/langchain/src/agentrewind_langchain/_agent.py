@@ -16,7 +16,7 @@ from ._agent_runs import AgentRuns, current_invocation
 from ._chat import logger
 from ._keys import chat_key, llm_string, site_name, tool_key
 from ._runnable import resolve_run_id
-from ._tools import SKIPPED_CONTENT
+from ._tools import SKIPPED_CONTENT, not_journaled
 
 __all__ = ["RewindAgentMiddleware"]
 
@@ -242,7 +242,10 @@ class RewindAgentMiddleware(AgentMiddleware):
                 self._fail(run_id)
                 raise
         if self._tool_journaled(output):
-            call.complete(output)
+            try:
+                call.complete(output)
+            except SerializationError as exc:  # it ran: return its output, re-run on resume
+                not_journaled(call, exc)
         else:
             call.fail(RuntimeError("tool returned an error or a Command"))
         return output
@@ -262,7 +265,10 @@ class RewindAgentMiddleware(AgentMiddleware):
                 await self._afail(run_id)
                 raise
         if self._tool_journaled(output):
-            await call.acomplete(output)
+            try:
+                await call.acomplete(output)
+            except SerializationError as exc:
+                not_journaled(call, exc)
         else:
             await call.afail(RuntimeError("tool returned an error or a Command"))
         return output

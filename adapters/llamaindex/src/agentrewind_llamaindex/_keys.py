@@ -26,8 +26,8 @@ def strip_context(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """JSON-like data for hashing: pydantic dumped, volatile ids removed, objects named."""
+def _plain(value: Any, depth: int = 0, volatile: frozenset[str] = _VOLATILE) -> Any:
+    """JSON-like data for hashing: pydantic dumped, `volatile` keys removed, objects named."""
     if depth > 20:
         return repr(value)
     if isinstance(value, Context):
@@ -39,12 +39,12 @@ def _plain(value: Any, depth: int = 0) -> Any:
             return f"<{type(value).__qualname__}>"
     if isinstance(value, Mapping):
         return {
-            str(k): _plain(v, depth + 1)
+            str(k): _plain(v, depth + 1, volatile)
             for k, v in value.items()
-            if str(k) not in _VOLATILE and not isinstance(v, Context)
+            if str(k) not in volatile and not isinstance(v, Context)
         }
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return [_plain(v, depth + 1) for v in value]
+        return [_plain(v, depth + 1, volatile) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     metadata = getattr(value, "metadata", None)
@@ -59,7 +59,9 @@ def _tool_spec(tool: Any) -> dict[str, Any]:
         params = meta.get_parameters_dict()
     except Exception:
         params = None
-    return {"name": meta.name, "description": meta.description, "parameters": _plain(params)}
+    # A JSON schema: a property named `id` is part of the tool's interface, not a volatile id.
+    spec = _plain(params, volatile=frozenset())
+    return {"name": meta.name, "description": meta.description, "parameters": spec}
 
 
 def llm_key(llm: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -79,5 +81,14 @@ def llm_key(llm: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def tool_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Key input of a tool call: its arguments without the injected `Context`."""
-    return {"args": _plain(list(args)), "kwargs": _plain(strip_context(kwargs))}
+    """Key input of a tool call: its arguments without the injected `Context`.
+
+    Arguments are kept whole: an argument named `id` is input like any other (agents pass
+    the model's `tool_kwargs`, never a tool-call id), so `get_order(id="B")` can never
+    replay the result of `get_order(id="A")`.
+    """
+    keep_all: frozenset[str] = frozenset()
+    return {
+        "args": _plain(list(args), volatile=keep_all),
+        "kwargs": _plain(strip_context(kwargs), volatile=keep_all),
+    }

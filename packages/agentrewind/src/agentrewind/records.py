@@ -70,6 +70,17 @@ class StepRecord:
             SchemaVersionError: the record was written by a newer record format.
         """
         where = f" ({where})" if where else ""
+        if not isinstance(data, bytes):
+            # A column edited by hand (SQLite text affinity) or a foreign value in the key:
+            # judge its bytes like any other record rather than fail with a TypeError.
+            if isinstance(data, str):
+                data = data.encode()
+            elif isinstance(data, bytearray | memoryview):
+                data = bytes(data)
+            else:
+                raise CorruptRecordError(
+                    f"record{where} is a {type(data).__name__}, not agentrewind record bytes"
+                )
         if not data.startswith(_MAGIC):
             raise CorruptRecordError(f"record{where} does not start with the agentrewind header")
         try:

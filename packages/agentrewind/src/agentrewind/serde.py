@@ -88,7 +88,22 @@ class Serializer:
         return self.from_tree(tree)
 
     def to_tree(self, value: Any, path: str = "$") -> Any:
-        """Return a JSON-compatible tree for `value`, tagging non-JSON types."""
+        """Return a JSON-compatible tree for `value`, tagging non-JSON types.
+
+        Raises:
+            SerializationError: A value has no JSON form (the message names its path), or
+                the value contains itself.
+        """
+        try:
+            return self._tree(value, path)
+        except RecursionError as exc:
+            raise SerializationError(
+                f"cannot serialize {type(value).__name__} at {path}: it contains itself (a "
+                "cycle) or is nested deeper than Python's recursion limit",
+                path=path,
+            ) from exc
+
+    def _tree(self, value: Any, path: str) -> Any:
         if value is None or isinstance(value, bool | str):
             return value
         if isinstance(value, int) and not isinstance(value, enum.Enum):
@@ -96,14 +111,14 @@ class Serializer:
         if isinstance(value, float):
             return value
         if isinstance(value, list):
-            return [self.to_tree(v, f"{path}[{i}]") for i, v in enumerate(value)]
+            return [self._tree(v, f"{path}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, dict) and type(value) is dict:
             if all(isinstance(k, str) for k in value) and TAG not in value:
-                return {k: self.to_tree(v, f"{path}.{k}") for k, v in value.items()}
+                return {k: self._tree(v, f"{path}.{k}") for k, v in value.items()}
             return {
                 TAG: "dict",
                 "v": [
-                    [self.to_tree(k, f"{path}<key>"), self.to_tree(v, f"{path}[{k!r}]")]
+                    [self._tree(k, f"{path}<key>"), self._tree(v, f"{path}[{k!r}]")]
                     for k, v in value.items()
                 ],
             }
@@ -119,17 +134,17 @@ class Serializer:
                         f"{codec.tag!r}: {exc}",
                         path=path,
                     ) from exc
-                return {TAG: codec.tag, "v": self.to_tree(payload, path)}
+                return {TAG: codec.tag, "v": self._tree(payload, path)}
         return self._builtin_tree(value, path)
 
     def _builtin_tree(self, value: Any, path: str) -> Any:
         if isinstance(value, tuple) and not hasattr(value, "_fields"):
             return {
                 TAG: "tuple",
-                "v": [self.to_tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
+                "v": [self._tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
             }
         if isinstance(value, set | frozenset):
-            items = [self.to_tree(v, f"{path}{{}}") for v in value]
+            items = [self._tree(v, f"{path}{{}}") for v in value]
             items.sort(key=lambda t: json.dumps(t, sort_keys=True))
             return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
         if isinstance(value, bytes | bytearray):
@@ -150,10 +165,10 @@ class Serializer:
         if isinstance(value, decimal.Decimal):
             return {TAG: "decimal", "v": str(value)}
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "t": _type_path(type(value)), "v": self.to_tree(value.value, path)}
+            return {TAG: "enum", "t": _type_path(type(value)), "v": self._tree(value.value, path)}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {
-                f.name: self.to_tree(getattr(value, f.name), f"{path}.{f.name}")
+                f.name: self._tree(getattr(value, f.name), f"{path}.{f.name}")
                 for f in dataclasses.fields(value)
                 if f.init
             }
@@ -161,11 +176,11 @@ class Serializer:
         dump = getattr(value, "model_dump", None)
         if callable(dump) and hasattr(type(value), "model_validate"):
             data = dump(mode="json")
-            return {TAG: "pydantic", "t": _type_path(type(value)), "v": self.to_tree(data, path)}
+            return {TAG: "pydantic", "t": _type_path(type(value)), "v": self._tree(data, path)}
         if hasattr(value, "_fields") and isinstance(value, tuple):
             return {
                 TAG: "tuple",
-                "v": [self.to_tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
+                "v": [self._tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
             }
         if self.allow_pickle:
             try:

@@ -151,9 +151,16 @@ class Store(abc.ABC):
 
         Returns:
             How many runs were deleted.
+
+        Raises:
+            ValueError: `keep_last` or `older_than` is negative (it would delete every run).
         """
         import time
 
+        if keep_last is not None and keep_last < 0:
+            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+        if older_than is not None and older_than < 0:
+            raise ValueError(f"older_than must be 0 or more seconds, not {older_than}")
         runs = self.list_runs(limit=1_000_000)
         now = time.time()
         doomed = []

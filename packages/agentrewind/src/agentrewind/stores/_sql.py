@@ -49,6 +49,12 @@ GET_RUN = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ? AND run_id = ?
     AND (expires_at IS NULL OR expires_at >= ?)"""
 LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ?
     AND (expires_at IS NULL OR expires_at >= ?) ORDER BY updated_at DESC LIMIT ?"""
+RUN_EXPIRED = "SELECT 1 FROM ar_runs WHERE ns = ? AND run_id = ? AND expires_at < ?"
+DELETE_EXPIRED_RUN = [
+    "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",
+    "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",
+    "DELETE FROM ar_runs WHERE ns = ? AND run_id = ?",
+]
 EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE expires_at < ?"
 DELETE_RUN = [
     "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",

@@ -61,8 +61,10 @@ class SQLiteStore(Store):
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        now = time.time()
         with self.db.write() as conn:
-            conn.execute(_sql.UPSERT_RUN, (self.namespace, run_id, "running", time.time(), ttl))
+            self._drop_expired_txn(conn, self.namespace, run_id, now)
+            conn.execute(_sql.UPSERT_RUN, (self.namespace, run_id, "running", now, ttl))
         info = self.get_run(run_id)
         assert info is not None
         return info
@@ -99,6 +101,15 @@ class SQLiteStore(Store):
             deleted = conn.execute(statement, (ns, run_id)).rowcount
         return deleted > 0
 
+    @staticmethod
+    def _drop_expired_txn(conn: sqlite3.Connection, ns: str, run_id: str, now: float) -> None:
+        # An expired run that `prune` has not purged yet must not come back to life when its
+        # id is written again (Redis and memory drop it at expiry): its steps would replay.
+        # The lease is kept: the caller may hold it already.
+        if conn.execute(_sql.RUN_EXPIRED, (ns, run_id, now)).fetchone() is not None:
+            for statement in _sql.DELETE_EXPIRED_RUN:
+                conn.execute(statement, (ns, run_id))
+
     def set_ttl(self, run_id: str, ttl: float | None) -> None:
         with self.db.write() as conn:
             conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
@@ -116,9 +127,12 @@ class SQLiteStore(Store):
         head_run = self._heads_run(records, heads)
         rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
         now = time.time()
+        run_ids = {r.run_id for r in records}
         with self.db.write() as conn:
+            for run_id in run_ids:
+                self._drop_expired_txn(conn, self.namespace, run_id, now)
             conn.executemany(_sql.UPSERT_STEP, rows)
-            for run_id in {r.run_id for r in records}:
+            for run_id in run_ids:
                 conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, now))
             if head_run is not None and heads:
                 conn.executemany(
