@@ -1,6 +1,7 @@
 import agentrewind
 
 store = agentrewind.connect("sqlite:///runs.db")
+store.delete_run("research-agent")  # start over each time this example runs
 tl = agentrewind.Timeline("research-agent", store=store)
 
 plan = tl.checkpoint(

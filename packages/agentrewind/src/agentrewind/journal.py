@@ -8,6 +8,8 @@ receive another call's result.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -101,20 +103,30 @@ class Run:
     def _open(self) -> None:
         store = self.middleware.store
         self._check_lease(store.acquire_lease(self.run_id, self.owner, self.lease_ttl))
+        begun = False
         try:
             store.begin_run(self.run_id, ttl=self.ttl)
+            begun = True
             self._load(store.load_steps(self.run_id))
         except BaseException:
+            if begun:  # e.g. a corrupt record: say so in the run's status, best effort
+                with contextlib.suppress(Exception):
+                    store.end_run(self.run_id, "failed", RunMetrics())
             self._drop_lease()
             raise
 
     async def _aopen(self) -> None:
         store = self.middleware.store
         self._check_lease(await store.aacquire_lease(self.run_id, self.owner, self.lease_ttl))
+        begun = False
         try:
             await store.abegin_run(self.run_id, ttl=self.ttl)
+            begun = True
             self._load(await store.aload_steps(self.run_id))
         except BaseException:
+            if begun:
+                with contextlib.suppress(Exception):
+                    await store.aend_run(self.run_id, "failed", RunMetrics())
             await self._adrop_lease()
             raise
 
@@ -156,6 +168,10 @@ class Run:
 
     async def _aclose(self, failed: bool) -> None:
         self._stop_keeper(failed, wait=False)
+        if self._keeper is not None and self._keeper.is_alive():
+            # A renewal may be in flight: wait for it off the event loop, so it cannot write
+            # the lease back after the release below.
+            await asyncio.get_running_loop().run_in_executor(None, self._keeper.join, 2.0)
         store = self.middleware.store
         try:
             if not self._lease_lost():

@@ -280,6 +280,11 @@ class Middleware:
             "workflows (extras: langchain, langgraph, llamaindex); for plain Python use "
             "middleware.run() and middleware.step()"
         )
+        from .plugins import load_failures
+
+        broken = "; ".join(f"{name}: {exc}" for name, exc in load_failures("agentrewind.adapters"))
+        if broken:
+            hint += f" (installed adapters that failed to load: {broken})"
         raise AdapterNotFoundError(
             f"no installed agentrewind adapter can wrap {type(obj).__module__}."
             f"{type(obj).__qualname__}: {hint}"

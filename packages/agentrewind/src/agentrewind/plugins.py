@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any, Protocol
@@ -20,7 +21,9 @@ from typing import Any, Protocol
 from .records import RunInfo, StepRecord
 from .stores import Store
 
-__all__ = ["RunSource", "load_group"]
+__all__ = ["RunSource", "load_failures", "load_group"]
+
+log = logging.getLogger("agentrewind")
 
 
 class RunSource(Protocol):
@@ -39,9 +42,30 @@ class RunSource(Protocol):
 
 
 @functools.cache
+def _load(group: str) -> tuple[tuple[Any, ...], tuple[tuple[str, Exception], ...]]:
+    loaded: list[Any] = []
+    failed: list[tuple[str, Exception]] = []
+    for ep in entry_points(group=group):
+        try:
+            loaded.append(ep.load())
+        except Exception as exc:  # one broken adapter must not disable the others
+            log.warning("agentrewind plugin %s (%s) failed to load: %s", ep.name, ep.value, exc)
+            failed.append((ep.name, exc))
+    return tuple(loaded), tuple(failed)
+
+
 def load_group(group: str) -> tuple[Any, ...]:
-    """Load every entry point of `group` once per process."""
-    return tuple(ep.load() for ep in entry_points(group=group))
+    """Load every entry point of `group` once per process; ones that fail are skipped.
+
+    A plugin that fails to import (an adapter whose framework is too old, say) is logged and
+    left out, so the other adapters keep working; `load_failures` tells what failed.
+    """
+    return _load(group)[0]
+
+
+def load_failures(group: str) -> tuple[tuple[str, Exception], ...]:
+    """`(entry point name, error)` for each plugin of `group` that failed to load."""
+    return _load(group)[1]
 
 
 def demos() -> tuple[Callable[[Store, Callable[[str], None]], None], ...]:

@@ -56,7 +56,13 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
         if "durability" in query:
             options.setdefault("durability", query["durability"])
         if "busy_timeout" in query:
-            options.setdefault("busy_timeout", float(query["busy_timeout"]))
+            try:
+                options.setdefault("busy_timeout", float(query["busy_timeout"]))
+            except ValueError:
+                raise ValueError(
+                    f"busy_timeout in {url!r} must be a number of seconds, "
+                    f"not {query['busy_timeout']!r}"
+                ) from None
         return SQLiteStore(path, namespace=ns, **options)
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
         from .redis import RedisStore

@@ -55,7 +55,7 @@ DELETE_EXPIRED_RUN = [
     "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",
     "DELETE FROM ar_runs WHERE ns = ? AND run_id = ?",
 ]
-EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE expires_at < ?"
+EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE ns = ? AND expires_at < ?"
 DELETE_RUN = [
     "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",
     "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",

@@ -117,7 +117,7 @@ class SQLiteStore(Store):
 
     def _purge_expired(self) -> int:
         with self.db.write() as conn:
-            expired = conn.execute(_sql.EXPIRED_RUNS, (time.time(),)).fetchall()
+            expired = conn.execute(_sql.EXPIRED_RUNS, (self.namespace, time.time())).fetchall()
             for ns, run_id in expired:
                 self._delete_run_txn(conn, ns, run_id)
         return len(expired)
