@@ -7,9 +7,7 @@ AGENTREWIND_REQUIRE_REDIS=1 (set by .ci/run), which turns the skip into a failur
 from __future__ import annotations
 
 import os
-import random
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -17,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from redis_support import RedisServer, _redis_up, cleanup_redis
 
 REDIS_URL = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -29,93 +29,6 @@ def skip_or_fail(reason: str) -> None:
     if _require_redis():
         pytest.fail(f"{reason} (AGENTREWIND_REQUIRE_REDIS=1: Redis tests may not be skipped)")
     pytest.skip(reason)
-
-
-def _redis_up(host: str = "127.0.0.1", port: int = 6379) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def free_port(*, cluster: bool = False) -> int:
-    """A free loopback port; for cluster nodes, one whose bus port (+10000) is free too."""
-    if not cluster:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
-    for _ in range(200):
-        port = random.randint(20000, 45000)
-        if not _redis_up(port=port) and not _redis_up(port=port + 10000):
-            return port
-    raise RuntimeError("no free port pair for a cluster node")
-
-
-class RedisServer:
-    """A redis-server process of our own on a free loopback port."""
-
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        cluster: bool = False,
-        port: int | None = None,
-        appendonly: bool = False,
-    ) -> None:
-        self.port = port or free_port(cluster=cluster)
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        args = [
-            "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--dir",
-            str(directory),
-            "--daemonize",
-            "no",
-            "--loglevel",
-            "warning",
-            "--appendonly",
-            "yes" if appendonly else "no",
-        ]
-        if appendonly:
-            args += ["--appendfsync", "always"]
-        if cluster:
-            args += [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-            ]
-        self.args = args
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    def start(self) -> None:
-        log = self.directory / "redis.log"
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while not _redis_up(port=self.port):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.kill()
-                tail = log.read_text(errors="replace")[-500:]
-                raise RuntimeError(f"redis-server on port {self.port} did not start: {tail}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
 
 
 @pytest.fixture(scope="session")
@@ -195,18 +108,6 @@ def namespace() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
 
 
-def _cleanup_redis(url: str, namespace: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"ar:{namespace}:*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
-
-
 @pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
     """A store URL for each backend, in a fresh namespace; cleaned up afterwards."""
@@ -218,7 +119,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) ->
     elif kind == "redis":
         url = request.getfixturevalue("redis_url")
         yield f"{url}?namespace={namespace}"
-        _cleanup_redis(url, namespace)
+        cleanup_redis(url, namespace)
     else:
         url = request.getfixturevalue("redis_cluster")
         yield f"{url}?namespace={namespace}"

@@ -20,7 +20,7 @@ import pytest
 
 import agentrewind
 from agentrewind.cli import main
-from conftest import _cleanup_redis
+from redis_support import cleanup_redis as _cleanup_redis
 
 
 def subprocess_cli(

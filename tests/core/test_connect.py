@@ -7,7 +7,7 @@ import pytest
 
 import agentrewind
 from agentrewind import MemoryStore, SQLiteStore, StoreUnavailableError
-from conftest import RedisServer
+from redis_support import RedisServer
 
 
 def test_memory_urls() -> None:
@@ -89,7 +89,7 @@ def test_redis_password_db_and_prefix(tmp_path: Path, redis_server_bin: str) -> 
 
 
 def test_redis_unreachable_is_clear() -> None:
-    from conftest import free_port
+    from redis_support import free_port
 
     port = free_port()
     with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}.*unreachable"):
@@ -107,7 +107,7 @@ def test_cluster_is_detected(redis_cluster: str, namespace: str) -> None:
 
 def test_tls_url_is_accepted_for_rediss() -> None:
     # No TLS server here: the URL must parse and fail as "unreachable", not as a bad scheme.
-    from conftest import free_port
+    from redis_support import free_port
 
     with pytest.raises(StoreUnavailableError):
         agentrewind.connect(f"rediss://user:pw@127.0.0.1:{free_port()}/0", socket_timeout=0.5)

@@ -13,7 +13,7 @@ import pytest
 
 import agentrewind
 from agentrewind import Timeline
-from conftest import _cleanup_redis
+from redis_support import cleanup_redis as _cleanup_redis
 
 WRITER = textwrap.dedent(
     """

@@ -7,8 +7,9 @@ import os
 import signal
 import sys
 
+from lc_support import Flaky, contents, make_agent
+
 from agentrewind_langchain import Middleware
-from conftest import Flaky, contents, make_agent
 
 
 def main() -> None:

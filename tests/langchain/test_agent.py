@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from lc_support import Flaky, contents, make_agent
 
 from agentrewind_langchain import Middleware
-from conftest import Flaky, contents, make_agent
 
 INPUT = {"messages": [("user", "Check order A-17 and email the customer")]}
 

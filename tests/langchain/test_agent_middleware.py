@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from lc_support import RESPONSES, Flaky, contents, make_tools
 
 import agentrewind
 from agentrewind import AgentRewindError
 from agentrewind_langchain import RewindAgentMiddleware
 from agentrewind_langchain.testing import ScriptedChatModel
-from conftest import RESPONSES, Flaky, contents, make_tools
 
 INPUT = {"messages": [("user", "Check order A-17 and email the customer")]}
 

@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from conftest import Flaky, contents, make_agent
+from lc_support import Flaky, contents, make_agent
 
 HERE = Path(__file__).parent
 INPUT = {"messages": [("user", "Check order A-17 and email the customer")]}

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from redis_support import cleanup_redis
+
 pytest.importorskip("agentrewind_llamaindex")
 
 HERE = Path(__file__).parent
@@ -33,17 +35,9 @@ def _durable(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> 
         # a session-wide 3-master cluster of our own, killed at the end of the session
         yield f"{request.getfixturevalue('redis_cluster')}?namespace={namespace}"
     else:
-        import redis
-
         url = request.getfixturevalue("redis_url")
         yield f"{url}?namespace={namespace}"
-        client = redis.Redis.from_url(url)
-        try:
-            keys = list(client.scan_iter(match=f"ar:{namespace}:*", count=1000))
-            if keys:
-                client.delete(*keys)
-        finally:
-            client.close()
+        cleanup_redis(url, namespace)
 
 
 @pytest.fixture(params=["sqlite", "redis"])

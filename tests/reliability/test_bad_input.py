@@ -16,7 +16,7 @@ from _helpers import backend_url, cleanup_redis, spawn, unique, wait_line
 
 import agentrewind
 from agentrewind.records import StepRecord
-from conftest import RedisServer, free_port
+from redis_support import RedisServer, free_port
 
 
 @pytest.fixture(params=["sqlite", "redis"])
