@@ -135,26 +135,27 @@ def test_growing_message_list_is_stored_linearly_and_reads_back(saver_url: str) 
 
 
 def _blob_kinds(saver: RewindSaver, thread: str, channel: str) -> list[str]:
-    if saver.store.scheme == "sqlite":
-        with saver.store.db.read() as conn:
-            rows = conn.execute(
-                "SELECT kind FROM lg_blobs WHERE thread_id = ? AND channel = ?", (thread, channel)
-            ).fetchall()
-        return [r[0] for r in rows]
-    raw = saver.backend.client.hgetall(saver.backend._keys(thread)[2])
-    return [v[:1].decode() for k, v in raw.items() if k.split(b"\0")[1] == channel.encode()]
+    return [kind for kind, _ in _stored_blobs(saver, thread, channel)]
 
 
 def _blob_bytes(saver: RewindSaver, thread: str, channel: str) -> int:
+    return sum(size for _, size in _stored_blobs(saver, thread, channel))
+
+
+def _stored_blobs(saver: RewindSaver, thread: str, channel: str) -> list[tuple[str, int]]:
+    """`(kind, stored bytes)` of each stored value of `channel`, read straight from the store."""
     if saver.store.scheme == "sqlite":
         with saver.store.db.read() as conn:
-            row = conn.execute(
-                "SELECT sum(length(value)) FROM lg_blobs WHERE thread_id = ? AND channel = ?",
+            rows = conn.execute(
+                "SELECT kind, coalesce(length(value), 0) FROM lg_blobs"
+                " WHERE thread_id = ? AND channel = ?",
                 (thread, channel),
-            ).fetchone()
-        return int(row[0])
+            ).fetchall()
+        return [(str(kind), int(size)) for kind, size in rows]
     raw = saver.backend.client.hgetall(saver.backend._keys(thread)[2])
-    return sum(len(v) for k, v in raw.items() if k.split(b"\0")[1] == channel.encode())
+    return [
+        (v[:1].decode(), len(v)) for k, v in raw.items() if k.split(b"\0")[1] == channel.encode()
+    ]
 
 
 def test_assemble_blob_refuses_a_broken_chain() -> None:

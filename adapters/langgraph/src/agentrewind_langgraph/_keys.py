@@ -198,6 +198,23 @@ local function blob_chain(cns, ch, ver)
 end
 """
 
+# Append a checkpoint's pending writes to `out` as (field, record) pairs, in `wx` order.
+_WRITES_OF = """
+local function append_writes(m, out)
+  local fields = redis.call('ZRANGEBYLEX', KEYS[5], '[' .. m .. '\\0', '[' .. m .. '\\0\\255')
+  if #fields > 0 then
+    local recs = redis.call('HMGET', KEYS[4], unpack(fields))
+    for i, f in ipairs(fields) do
+      if recs[i] then
+        out[#out + 1] = f
+        out[#out + 1] = recs[i]
+      end
+    end
+  end
+  return out
+end
+"""
+
 # KEYS: 6 data keys. ARGV: cns, all namespaces ('1'/'0'), exact id, before id, limit (0: none),
 # pushdown filter JSON ('' for none). Returns, newest first, per checkpoint:
 # member, cp record (JSON head NUL msgpack), {channel, n records, records...},
@@ -205,6 +222,7 @@ end
 QUERY = (
     _HEAD
     + _CHAIN
+    + _WRITES_OF
     + """
 local cns, all_ns, exact, before = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[4]
 local limit = tonumber(ARGV[5])
@@ -254,18 +272,7 @@ for _, m in ipairs(members) do
         blobs[#blobs + 1] = #chain
         for _, r in ipairs(chain) do blobs[#blobs + 1] = r end
       end
-      local writes = {}
-      local fields = redis.call('ZRANGEBYLEX', KEYS[5], '[' .. m .. '\\0', '[' .. m .. '\\0\\255')
-      if #fields > 0 then
-        local recs = redis.call('HMGET', KEYS[4], unpack(fields))
-        for i, f in ipairs(fields) do
-          if recs[i] then
-            writes[#writes + 1] = f
-            writes[#writes + 1] = recs[i]
-          end
-        end
-      end
-      out[#out + 1] = {m, rec, blobs, writes}
+      out[#out + 1] = {m, rec, blobs, append_writes(m, {})}
     end
   end
 end
@@ -309,19 +316,11 @@ return out
 )
 
 # KEYS: 6 data keys. ARGV: checkpoint members. Returns (field, record) pairs, sorted per member.
-WRITES = """
+WRITES = (
+    _WRITES_OF
+    + """
 local out = {}
-for _, m in ipairs(ARGV) do
-  local fields = redis.call('ZRANGEBYLEX', KEYS[5], '[' .. m .. '\\0', '[' .. m .. '\\0\\255')
-  if #fields > 0 then
-    local recs = redis.call('HMGET', KEYS[4], unpack(fields))
-    for i, f in ipairs(fields) do
-      if recs[i] then
-        out[#out + 1] = f
-        out[#out + 1] = recs[i]
-      end
-    end
-  end
-end
+for _, m in ipairs(ARGV) do append_writes(m, out) end
 return out
 """
+)

@@ -57,18 +57,15 @@ class SQLiteReads:
         """Checkpoints newest first, complete with channel values and pending writes."""
         sql = [_sql.SELECT_CHECKPOINTS]
         args: list[Any] = [self.ns, now]
-        if thread_id is not None:
-            sql.append("AND c.thread_id = ?")
-            args.append(thread_id)
-        if cns is not None:
-            sql.append("AND c.cns = ?")
-            args.append(cns)
-        if checkpoint_id is not None:
-            sql.append("AND c.checkpoint_id = ?")
-            args.append(checkpoint_id)
-        if before is not None:
-            sql.append("AND c.checkpoint_id < ?")
-            args.append(before)
+        for condition, value in (
+            ("c.thread_id = ?", thread_id),
+            ("c.cns = ?", cns),
+            ("c.checkpoint_id = ?", checkpoint_id),
+            ("c.checkpoint_id < ?", before),
+        ):
+            if value is not None:
+                sql.append("AND " + condition)
+                args.append(value)
         for key, value in pushdown:
             sql.append("AND (c.md_type != 'json' OR json_extract(c.metadata, ?) = ?)")
             args += ['$."' + key.replace('"', '\\"') + '"', value]
@@ -91,14 +88,8 @@ class SQLiteReads:
             for (tid, cns), grp in groups.items():
                 pairs = {(ch, v) for r in grp for ch, v in unpack_versions(r[6]).items()}
                 values[(tid, cns)] = self.blob_values(tid, cns, list(pairs), conn=conn)
-                cids = [r[2] for r in grp]
-                for i in range(0, len(cids), 500):
-                    chunk = cids[i : i + 500]
-                    sql = _sql.WRITES_FOR.format(marks=",".join("?" * len(chunk)))
-                    for cid, task, ch, typ, val, _, _ in conn.execute(
-                        sql, (self.ns, tid, cns, *chunk)
-                    ):
-                        writes.setdefault((tid, cns, cid), []).append((task, ch, typ, val))
+                for cid, ws in self._writes_for(conn, tid, cns, [r[2] for r in grp]).items():
+                    writes[(tid, cns, cid)] = ws
         out = []
         for tid, cns, cid, parent, cp_type, cp, versions_s, md_text, md_type, md_blob in rows:
             versions = unpack_versions(versions_s)
@@ -164,13 +155,18 @@ class SQLiteReads:
         self, thread_id: str, cns: str, cids: Sequence[str]
     ) -> dict[str, list[tuple[str, str, str, bytes]]]:
         """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
-        out: dict[str, list[tuple[str, str, str, bytes]]] = {}
         with self.db.read() as conn:
-            for i in range(0, len(cids), 500):
-                chunk = list(cids[i : i + 500])
-                sql = _sql.WRITES_FOR.format(marks=",".join("?" * len(chunk)))
-                for cid, task, ch, typ, val, _, _ in conn.execute(
-                    sql, (self.ns, thread_id, cns, *chunk)
-                ):
-                    out.setdefault(cid, []).append((task, ch, typ, val))
+            return self._writes_for(conn, thread_id, cns, cids)
+
+    def _writes_for(
+        self, conn: sqlite3.Connection, thread_id: str, cns: str, cids: Sequence[str]
+    ) -> dict[str, list[tuple[str, str, str, bytes]]]:
+        out: dict[str, list[tuple[str, str, str, bytes]]] = {}
+        for i in range(0, len(cids), 500):
+            chunk = list(cids[i : i + 500])
+            sql = _sql.WRITES_FOR.format(marks=",".join("?" * len(chunk)))
+            for cid, task, ch, typ, val, _, _ in conn.execute(
+                sql, (self.ns, thread_id, cns, *chunk)
+            ):
+                out.setdefault(cid, []).append((task, ch, typ, val))
         return out

@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._checkpoint import TimelineError
 from .stores import Store
@@ -85,6 +85,34 @@ class _Misuse(TimelineError):
     """Raised by a runner straight to the caller, never thrown into the flow."""
 
 
+class _Steps(Generic[T]):
+    """Iterates the ops of a flow, feeding it each op's result (`value`) or error (`error`).
+
+    The stepping protocol is written once here; `run` and `arun` only perform the ops. A flow
+    that raises ends the iteration with that error; one that returns leaves `result` set.
+    """
+
+    __slots__ = ("error", "flow", "result", "value")
+
+    def __init__(self, flow: Flow[T]) -> None:
+        self.flow = flow
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.result: T
+
+    def __iter__(self) -> _Steps[T]:
+        return self
+
+    def __next__(self) -> Op:
+        value, error = self.value, self.error
+        self.value = self.error = None
+        try:
+            return self.flow.send(value) if error is None else self.flow.throw(error)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise StopIteration from None
+
+
 class FlowRunner:
     """Runs flows against one store; one runner (and lock) per `Timeline` object."""
 
@@ -98,22 +126,16 @@ class FlowRunner:
     # -- sync -------------------------------------------------------------------------------
     def run(self, flow: Flow[T], *, held: bool = False) -> T:
         """Drive `flow` to its end in this thread and return its result."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
+        steps = _Steps(flow)
+        for op in steps:
             try:
-                op = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            value = error = None
-            try:
-                value = self._do(op, held)
+                steps.value = self._do(op, held)
             except _Misuse:
                 flow.close()
                 raise
             except BaseException as exc:  # into the flow, which may handle it
-                error = exc
+                steps.error = exc
+        return steps.result
 
     def _do(self, op: Op, held: bool) -> Any:
         if isinstance(op, StoreCall):
@@ -140,19 +162,13 @@ class FlowRunner:
     # -- async ------------------------------------------------------------------------------
     async def arun(self, flow: Flow[T], *, held: bool = False) -> T:
         """Drive `flow` to its end on the running event loop and return its result."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
+        steps = _Steps(flow)
+        for op in steps:
             try:
-                op = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            value = error = None
-            try:
-                value = await self._ado(op, held)
+                steps.value = await self._ado(op, held)
             except BaseException as exc:  # into the flow, which may handle it
-                error = exc
+                steps.error = exc
+        return steps.result
 
     def _alock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
