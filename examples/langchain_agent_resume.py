@@ -18,7 +18,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 from agentrewind_langchain import Middleware
-from agentrewind_langchain.testing import ScriptedChatModel, tool_call
+from agentrewind_langchain.testing import order_model
 
 MAIL_DOWN = True
 REAL_CALLS = {"lookup_order": 0, "email_customer": 0}
@@ -42,16 +42,8 @@ def email_customer(order_id: str, text: str) -> str:
 
 
 def build_agent(counter: dict[str, int]):
-    model = ScriptedChatModel(
-        responses=[
-            tool_call("lookup_order", {"order_id": "A-17"}),
-            tool_call("email_customer", {"order_id": "A-17", "text": "Your order shipped."}),
-            "Order A-17 is paid and the customer has been emailed.",
-        ],
-        counter=counter,
-        delay=0.3,  # each real model call takes 300 ms
-        tokens=850,
-    )
+    # scripted: lookup_order, then email_customer, then the answer; each call takes 300 ms
+    model = order_model(counter, delay=0.3, tokens=850)
     return create_agent(model, [lookup_order, email_customer])
 
 

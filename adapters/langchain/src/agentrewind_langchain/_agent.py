@@ -10,13 +10,13 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 import agentrewind
-from agentrewind import AgentRewindError, Call, Run, RunContext, SerializationError
+from agentrewind import AgentRewindError, Call, Run, RunContext
 
 from ._agent_runs import AgentRuns, current_invocation
-from ._chat import logger
 from ._keys import chat_key, llm_string, site_name, tool_key
+from ._outcome import Outcome, aexecute, asettle, execute, settle
 from ._runnable import resolve_run_id
-from ._tools import SKIPPED_CONTENT, not_journaled
+from ._tools import SKIPPED_CONTENT, tool_outcome
 
 __all__ = ["RewindAgentMiddleware"]
 
@@ -140,17 +140,17 @@ class RewindAgentMiddleware(AgentMiddleware):
         return ModelResponse(result=list(value["result"]), structured_response=value["structured"])
 
     @staticmethod
-    def _model_value(response: Any) -> tuple[Any, dict[str, Any]] | None:
+    def _model_outcome(response: Any) -> Outcome:
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         if not isinstance(response, ModelResponse):
-            return None  # ExtendedModelResponse carries a Command: run again on resume
+            return Outcome(record=False)  # ExtendedModelResponse carries a Command: run again
         tokens = sum(
             int((getattr(m, "usage_metadata", None) or {}).get("total_tokens", 0) or 0)
             for m in response.result
         )
         value = {"result": list(response.result), "structured": response.structured_response}
-        return value, {"tokens": tokens}
+        return Outcome(value, {"tokens": tokens}, what="model call {key} not journaled")
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Replay a recorded model call, or run it and record the response."""
@@ -158,19 +158,12 @@ class RewindAgentMiddleware(AgentMiddleware):
         call = self._begin_model(run, request)
         if call.hit:
             return self._replay_model(call)
-        call.start()
         try:
-            response = handler(request)
-        except BaseException as exc:
-            call.fail(exc)
+            response = execute(call, lambda: handler(request), track=False)
+        except BaseException:
             self._fail(run_id)
             raise
-        done = self._model_value(response)
-        if done is not None:
-            try:
-                call.complete(*done)
-            except SerializationError as exc:
-                logger.warning("agentrewind: model call %s not journaled: %s", call.key, exc)
+        settle(call, self._model_outcome(response))
         return response
 
     async def awrap_model_call(
@@ -181,19 +174,12 @@ class RewindAgentMiddleware(AgentMiddleware):
         call = self._begin_model(run, request)
         if call.hit:
             return self._replay_model(call)
-        await call.astart()
         try:
-            response = await handler(request)
-        except BaseException as exc:
-            await call.afail(exc)
+            response = await aexecute(call, lambda: handler(request), track=False)
+        except BaseException:
             await self._afail(run_id)
             raise
-        done = self._model_value(response)
-        if done is not None:
-            try:
-                await call.acomplete(*done)
-            except SerializationError as exc:
-                logger.warning("agentrewind: model call %s not journaled: %s", call.key, exc)
+        await asettle(call, self._model_outcome(response))
         return response
 
     # -- tool calls ----------------------------------------------------------------------
@@ -224,8 +210,10 @@ class RewindAgentMiddleware(AgentMiddleware):
         return value.model_copy(update={"tool_call_id": tool_call["id"]})
 
     @staticmethod
-    def _tool_journaled(output: Any) -> bool:
-        return isinstance(output, ToolMessage) and output.status != "error"
+    def _tool_outcome(output: Any) -> Outcome:
+        if isinstance(output, ToolMessage) and output.status != "error":
+            return tool_outcome(output)  # unstorable: return its output, re-run on resume
+        return Outcome(failure=RuntimeError("tool returned an error or a Command"))
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Replay a recorded tool call, or run it (marked started first) and record it."""
@@ -233,21 +221,12 @@ class RewindAgentMiddleware(AgentMiddleware):
         call = self._begin_tool(run, request)
         if call.hit:
             return self._replay_tool(call, request)
-        call.start()
-        with call.executing():
-            try:
-                output = handler(request)
-            except BaseException as exc:
-                call.fail(exc)
-                self._fail(run_id)
-                raise
-        if self._tool_journaled(output):
-            try:
-                call.complete(output)
-            except SerializationError as exc:  # it ran: return its output, re-run on resume
-                not_journaled(call, exc)
-        else:
-            call.fail(RuntimeError("tool returned an error or a Command"))
+        try:
+            output = execute(call, lambda: handler(request))
+        except BaseException:
+            self._fail(run_id)
+            raise
+        settle(call, self._tool_outcome(output))
         return output
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -256,19 +235,10 @@ class RewindAgentMiddleware(AgentMiddleware):
         call = self._begin_tool(run, request)
         if call.hit:
             return self._replay_tool(call, request)
-        await call.astart()
-        with call.executing():
-            try:
-                output = await handler(request)
-            except BaseException as exc:
-                await call.afail(exc)
-                await self._afail(run_id)
-                raise
-        if self._tool_journaled(output):
-            try:
-                await call.acomplete(output)
-            except SerializationError as exc:
-                not_journaled(call, exc)
-        else:
-            await call.afail(RuntimeError("tool returned an error or a Command"))
+        try:
+            output = await aexecute(call, lambda: handler(request))
+        except BaseException:
+            await self._afail(run_id)
+            raise
+        await asettle(call, self._tool_outcome(output))
         return output

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from agentrewind import Call, Run, SerializationError
+from agentrewind import Call, Run
 
 from ._keys import chat_key, llm_string, site_name
+from ._outcome import Outcome
 from ._scope import REPLAYED_TAG
 
 __all__ = [
@@ -20,12 +20,16 @@ __all__ = [
     "complete_value",
     "mark_replayed",
     "merge_chunks",
+    "outcome",
     "rechunk",
+    "replay",
     "replay_result",
+    "stream_outcome",
+    "token_chunks",
     "wants_tokens",
 ]
 
-logger = logging.getLogger("agentrewind.langchain")
+_UNSTORABLE = "chat call {key} not journaled"
 _WORDS = re.compile(r"\S+\s*|\s+")
 _STRUCTURED_KWARGS = ("ls_structured_output_format", "structured_output_format")
 
@@ -66,22 +70,17 @@ def complete_value(result: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
     return value, {"tokens": tokens}
 
 
-def journal(call: Call, result: ChatResult) -> None:
-    """Record a finished chat call; an unstorable result is returned but not journaled."""
+def outcome(result: ChatResult) -> Outcome:
+    """What the journal keeps of a finished chat call (see `settle`)."""
     value, meta = complete_value(result)
-    try:
-        call.complete(value, meta)
-    except SerializationError as exc:
-        logger.warning("agentrewind: chat call %s not journaled: %s", call.key, exc)
+    return Outcome(value, meta, what=_UNSTORABLE)
 
 
-async def ajournal(call: Call, result: ChatResult) -> None:
-    """Async twin of `journal`."""
-    value, meta = complete_value(result)
-    try:
-        await call.acomplete(value, meta)
-    except SerializationError as exc:
-        logger.warning("agentrewind: chat call %s not journaled: %s", call.key, exc)
+def stream_outcome(chunks: list[Any]) -> Outcome:
+    """What the journal keeps of a finished stream: its merged result, if it sent anything."""
+    if not chunks:
+        return Outcome(record=False)
+    return outcome(merge_chunks(chunks))
 
 
 def replay_result(call: Call) -> ChatResult:
@@ -95,6 +94,19 @@ def replay_result(call: Call) -> ChatResult:
         for g in value["generations"]
     ]
     return ChatResult(generations=generations, llm_output=value["llm_output"])
+
+
+def replay(call: Call, run_manager: Any, forced: bool) -> tuple[ChatResult, list[Any]]:
+    """The recorded result of a hit, and the tokens its callbacks must still be sent.
+
+    Tokens go out when the call stands in for a replayed stream (`forced`) or when a
+    streaming handler listens; the callbacks still to come are tagged as replayed.
+    """
+    result = replay_result(call)
+    mark_replayed(run_manager)
+    if run_manager is not None and (forced or wants_tokens(run_manager)):
+        return result, token_chunks(result)
+    return result, []
 
 
 def rechunk(message: BaseMessage) -> list[AIMessageChunk]:

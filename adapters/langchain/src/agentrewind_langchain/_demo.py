@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 from agentrewind import Store
 
 from ._middleware import Middleware
-from .testing import ScriptedChatModel, tool_call
+from .testing import order_model
 
 __all__ = ["build_agent", "demo"]
 
@@ -37,16 +37,7 @@ def build_agent(counter: dict[str, int], *, delay: float = 0.05) -> Any:
     """A `create_agent` graph over a scripted model: lookup, email, then a final answer."""
     from langchain.agents import create_agent
 
-    model = ScriptedChatModel(
-        responses=[
-            tool_call("lookup_order", {"order_id": "A-17"}),
-            tool_call("email_customer", {"order_id": "A-17", "text": "Your order shipped."}),
-            "Order A-17 is paid and the customer has been emailed.",
-        ],
-        counter=counter,
-        delay=delay,
-        tokens=420,
-    )
+    model = order_model(counter, delay=delay, tokens=420)
     return create_agent(model, [lookup_order, email_customer])
 
 

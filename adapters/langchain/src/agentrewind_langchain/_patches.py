@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import wrapt
@@ -19,11 +20,10 @@ from langchain_core.language_models import chat_models as _chat_models
 from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool
 
-from agentrewind import SerializationError
-
 from . import _chat
+from ._outcome import aexecute, asettle, execute, settle
 from ._scope import ACTIVE, FORCED, REPLAYED_TAG, Scope
-from ._tools import ToolCallInfo, begin_tool, not_journaled
+from ._tools import ToolCallInfo, begin_tool
 
 __all__ = ["install", "installed"]
 
@@ -90,20 +90,12 @@ def _generate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return wrapped(*args, **kwargs)
     call, run_manager, forced = _decide(scope, instance, args, kwargs)
     if call.hit:
-        result = _chat.replay_result(call)
-        _chat.mark_replayed(run_manager)
-        if run_manager is not None and (forced or _chat.wants_tokens(run_manager)):
-            for chunk in _chat.token_chunks(result):
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        result, tokens = _chat.replay(call, run_manager, forced)
+        for chunk in tokens:
+            run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return result
-    call.start()
-    with call.executing():
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-    _chat.journal(call, result)
+    result = execute(call, lambda: wrapped(*args, **kwargs))
+    settle(call, _chat.outcome(result))
     return result
 
 
@@ -113,20 +105,12 @@ async def _agenerate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
         return await wrapped(*args, **kwargs)
     call, run_manager, forced = _decide(scope, instance, args, kwargs)
     if call.hit:
-        result = _chat.replay_result(call)
-        _chat.mark_replayed(run_manager)
-        if run_manager is not None and (forced or _chat.wants_tokens(run_manager)):
-            for chunk in _chat.token_chunks(result):
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        result, tokens = _chat.replay(call, run_manager, forced)
+        for chunk in tokens:
+            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return result
-    await call.astart()
-    with call.executing():
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            await call.afail(exc)
-            raise
-    await _chat.ajournal(call, result)
+    result = await aexecute(call, lambda: wrapped(*args, **kwargs))
+    await asettle(call, _chat.outcome(result))
     return result
 
 
@@ -160,6 +144,16 @@ class _StreamCall:
         return config
 
 
+@contextmanager
+def _forcing(call: Any) -> Iterator[None]:
+    """Hand a replayed stream's decided call to the (a)invoke that fires its callbacks."""
+    token = FORCED.set(call)
+    try:
+        yield
+    finally:
+        FORCED.reset(token)
+
+
 def _stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     scope = ACTIVE.get()
     if scope is None or not isinstance(instance, BaseChatModel):
@@ -175,11 +169,8 @@ def _stream_in_run(
         return
     call = sc.begin(scope)
     if call.hit:
-        token = FORCED.set(call)
-        try:  # fires on_chat_model_start / tokens / on_llm_end, tagged as replayed
+        with _forcing(call):  # fires on_chat_model_start / tokens / on_llm_end, tagged replayed
             message = sc.model.invoke(sc.input, sc.replay_config(), stop=sc.stop, **sc.extra)
-        finally:
-            FORCED.reset(token)
         yield from _chat.rechunk(message)
         return
     call.start()
@@ -191,8 +182,7 @@ def _stream_in_run(
     except BaseException as exc:
         call.fail(exc)
         raise
-    if chunks:
-        _chat.journal(call, _chat.merge_chunks(chunks))
+    settle(call, _chat.stream_outcome(chunks))
 
 
 def _astream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -211,11 +201,8 @@ async def _astream_in_run(
         return
     call = sc.begin(scope)
     if call.hit:
-        token = FORCED.set(call)
-        try:
+        with _forcing(call):
             message = await sc.model.ainvoke(sc.input, sc.replay_config(), stop=sc.stop, **sc.extra)
-        finally:
-            FORCED.reset(token)
         for piece in _chat.rechunk(message):
             yield piece
         return
@@ -228,8 +215,7 @@ async def _astream_in_run(
     except BaseException as exc:
         await call.afail(exc)
         raise
-    if chunks:
-        await _chat.ajournal(call, _chat.merge_chunks(chunks))
+    await asettle(call, _chat.stream_outcome(chunks))
 
 
 # -- tools ------------------------------------------------------------------------------------
@@ -240,27 +226,13 @@ def _tool_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     info = ToolCallInfo(instance, args, kwargs)
     call = begin_tool(scope, info)
     if call.hit:
-        output = info.replayed(call)
-        configure, start = info.callback_args()
-        manager = CallbackManager.configure(*configure)
-        serialized, input_str = info.start_payload()
-        run_manager = manager.on_tool_start(serialized, input_str, **start)
-        run_manager.on_tool_end(output, name=instance.name)
-        return output
-    call.start()
-    with call.executing():
-        try:
-            output = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-    if info.error_output(output):
-        call.fail(RuntimeError(str(output.content)))
-        return output
-    try:
-        call.complete(output)
-    except SerializationError as exc:
-        not_journaled(call, exc)
+        r = info.replay(call)
+        manager = CallbackManager.configure(*r.configure)
+        run_manager = manager.on_tool_start(*r.start, **r.start_kwargs)
+        run_manager.on_tool_end(r.output, name=instance.name)
+        return r.output
+    output = execute(call, lambda: wrapped(*args, **kwargs))
+    settle(call, info.outcome(output))
     return output
 
 
@@ -271,25 +243,11 @@ async def _tool_arun(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
     info = ToolCallInfo(instance, args, kwargs)
     call = begin_tool(scope, info)
     if call.hit:
-        output = info.replayed(call)
-        configure, start = info.callback_args()
-        manager = AsyncCallbackManager.configure(*configure)
-        serialized, input_str = info.start_payload()
-        run_manager = await manager.on_tool_start(serialized, input_str, **start)
-        await run_manager.on_tool_end(output, name=instance.name)
-        return output
-    await call.astart()
-    with call.executing():
-        try:
-            output = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            await call.afail(exc)
-            raise
-    if info.error_output(output):
-        await call.afail(RuntimeError(str(output.content)))
-        return output
-    try:
-        await call.acomplete(output)
-    except SerializationError as exc:
-        not_journaled(call, exc)
+        r = info.replay(call)
+        manager = AsyncCallbackManager.configure(*r.configure)
+        run_manager = await manager.on_tool_start(*r.start, **r.start_kwargs)
+        await run_manager.on_tool_end(r.output, name=instance.name)
+        return r.output
+    output = await aexecute(call, lambda: wrapped(*args, **kwargs))
+    await asettle(call, info.outcome(output))
     return output

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from agentrewind import Call, Run, SerializationError
+from agentrewind import Call, Run
 
 from ._keys import site_name, tool_input_view, tool_key
+from ._outcome import Outcome
 from ._scope import REPLAYED_TAG, Scope
 
-__all__ = ["ToolCallInfo", "begin_tool"]
+__all__ = ["SKIPPED_CONTENT", "ToolCallInfo", "ToolReplay", "begin_tool", "tool_outcome"]
 
-logger = logging.getLogger("agentrewind.langchain")
+_UNSTORABLE = "output of tool call {key} not journaled (it re-runs on resume)"
 
 SKIPPED_CONTENT = (
     "skipped: this tool call started in an earlier attempt that did not finish; "
     "agentrewind did not run it again (on_incomplete='skip')"
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolReplay:
+    """A replayed tool call: its output and the arguments of the callbacks it fires.
+
+    Fired as `configure(*configure).on_tool_start(*start, **start_kwargs)`, then
+    `on_tool_end(output)`, on the sync or async callback manager.
+    """
+
+    output: Any
+    configure: tuple[Any, ...]
+    start: tuple[dict[str, Any], str]
+    start_kwargs: dict[str, Any]
 
 
 class ToolCallInfo:
@@ -57,8 +72,9 @@ class ToolCallInfo:
             return _format_output(value, None, self.tool_call_id, tool.name, "success")
         return value
 
-    def callback_args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Arguments for `CallbackManager.configure` and `on_tool_start` of a replay."""
+    def replay(self, call: Call) -> ToolReplay:
+        """The recorded output and the tagged callbacks a replay still fires."""
+        output = self.replayed(call)
         kw, tool = self.kwargs, self.tool
         metadata = {**(kw.get("metadata") or {}), "agentrewind": "replayed"}
         configure = (
@@ -72,22 +88,22 @@ class ToolCallInfo:
         )
         tool_input = self.tool_input
         inputs = tool_input_view(tool, tool_input) if isinstance(tool_input, dict) else None
-        start = {
+        start_kwargs = {
             "name": kw.get("run_name"),
             "run_id": kw.get("run_id"),
             "inputs": inputs,
             "tool_call_id": self.tool_call_id,
         }
-        return configure, start
-
-    def start_payload(self) -> tuple[dict[str, Any], str]:
-        inputs = tool_input_view(self.tool, self.tool_input)
-        return {"name": self.tool.name, "description": self.tool.description}, str(inputs)
+        serialized = {"name": tool.name, "description": tool.description}
+        start = (serialized, str(tool_input_view(tool, tool_input)))
+        return ToolReplay(output, configure, start, start_kwargs)
 
     # -- record ---------------------------------------------------------------------------
-    def error_output(self, output: Any) -> bool:
+    def outcome(self, output: Any) -> Outcome:
         """A handled tool error (status="error") is returned but never journaled."""
-        return isinstance(output, ToolMessage) and output.status == "error"
+        if isinstance(output, ToolMessage) and output.status == "error":
+            return Outcome(failure=RuntimeError(str(output.content)))
+        return tool_outcome(output)
 
 
 def begin_tool(scope: Scope, info: ToolCallInfo) -> Call:
@@ -105,9 +121,6 @@ def begin_tool(scope: Scope, info: ToolCallInfo) -> Call:
     )
 
 
-def not_journaled(call: Call, exc: SerializationError) -> None:
-    logger.warning(
-        "agentrewind: output of tool call %s not journaled (it re-runs on resume): %s",
-        call.key,
-        exc,
-    )
+def tool_outcome(output: Any) -> Outcome:
+    """Complete a tool call with `output`; if it cannot be stored it re-runs on resume."""
+    return Outcome(output, what=_UNSTORABLE)

@@ -20,7 +20,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-__all__ = ["ScriptedChatModel", "tool_call"]
+__all__ = ["ScriptedChatModel", "order_model", "tool_call"]
 
 
 def tool_call(name: str, args: dict[str, Any], call_id: str | None = None) -> AIMessage:
@@ -125,3 +125,28 @@ class ScriptedChatModel(BaseChatModel):
         if run_manager:
             run_manager.on_llm_new_token(words[-1], chunk=chunk)
         yield chunk
+
+
+def order_model(
+    counter: dict[str, int], *, delay: float = 0.0, tokens: int = 30
+) -> ScriptedChatModel:
+    """The model of the order A-17 story told by `agentrewind demo` and the examples.
+
+    It asks for `lookup_order(order_id)`, then `email_customer(order_id, text)`, then gives
+    the final answer.
+
+    Args:
+        counter: Counts the model's real calls under `"calls"`.
+        delay: Seconds each real call takes.
+        tokens: Total tokens reported per call.
+    """
+    return ScriptedChatModel(
+        responses=[
+            tool_call("lookup_order", {"order_id": "A-17"}),
+            tool_call("email_customer", {"order_id": "A-17", "text": "Your order shipped."}),
+            "Order A-17 is paid and the customer has been emailed.",
+        ],
+        counter=counter,
+        delay=delay,
+        tokens=tokens,
+    )
