@@ -50,3 +50,24 @@ def test_tool_schemas_in_llm_keys_keep_a_parameter_named_id():
 
     # the schemas differ only inside the `id` property: the model sees different tools
     assert key(by_text_id) != key(by_int_id)
+
+
+def test_llm_keys_keep_id_arguments_of_tool_calls_in_history() -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.llms import MockLLM
+
+    from agentrewind_llamaindex._keys import llm_key
+
+    def history(order_id: str, call_id: str, message_id: str) -> list[ChatMessage]:
+        call = {"id": call_id, "tool_name": "get_order", "tool_kwargs": {"id": order_id}}
+        return [
+            ChatMessage(role="user", content="status?", additional_kwargs={"id": message_id}),
+            ChatMessage(role="assistant", content="", additional_kwargs={"tool_calls": [call]}),
+        ]
+
+    llm = MockLLM()
+    a = llm_key(llm, "achat", (history("A", "call_1", "m1"),), {})
+    b = llm_key(llm, "achat", (history("B", "call_1", "m1"),), {})
+    a_rerun = llm_key(llm, "achat", (history("A", "call_9", "m7"),), {})
+    assert a != b  # a different order id in the history is a different call
+    assert a == a_rerun  # random tool-call and message ids do not change the key

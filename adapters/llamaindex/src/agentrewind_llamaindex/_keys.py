@@ -15,6 +15,8 @@ from workflows import Context
 __all__ = ["llm_key", "strip_context", "tool_key"]
 
 _VOLATILE = frozenset({"id", "id_", "tool_call_id", "tool_id", "call_id"})
+# Below these keys sit a tool's arguments: an argument named `id` is input, never a random id.
+_ARGUMENTS = frozenset({"tool_kwargs", "arguments", "args", "kwargs", "input"})
 
 
 def strip_context(value: Any) -> Any:
@@ -39,7 +41,7 @@ def _plain(value: Any, depth: int = 0, volatile: frozenset[str] = _VOLATILE) -> 
             return f"<{type(value).__qualname__}>"
     if isinstance(value, Mapping):
         return {
-            str(k): _plain(v, depth + 1, volatile)
+            str(k): _plain(v, depth + 1, frozenset() if str(k) in _ARGUMENTS else volatile)
             for k, v in value.items()
             if str(k) not in volatile and not isinstance(v, Context)
         }
