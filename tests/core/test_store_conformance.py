@@ -216,3 +216,14 @@ def test_put_steps_moves_heads_atomically(store: Store) -> None:
     assert [s.key for s in store.load_steps("r")] == ["a", "b"]
     with pytest.raises(ValueError, match="exactly one run"):
         store.put_steps([rec("r", "c", 3), rec("other", "d", 1)], heads={"main": "id-c"})
+
+
+def test_get_step_by_a_replaced_step_id_finds_nothing(store: Store) -> None:
+    first = rec("r", "a", 1)
+    store.put_step(first)
+    second = rec("r", "a", 1)
+    second.step_id = "id-new"
+    store.put_step(second)  # same key, new step id
+    assert store.get_step("r", "id-a") is None
+    found = store.get_step("r", "id-new")
+    assert found is not None and found.step_id == "id-new"

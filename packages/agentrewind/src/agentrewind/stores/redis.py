@@ -249,7 +249,11 @@ class RedisStore(Store):
         if key is None:
             return None
         data = self._call(lambda: self.client.hget(keys.steps, key))
-        return None if data is None else StepRecord.decode(data, where=f"run {run_id!r}")
+        if data is None:
+            return None
+        record = StepRecord.decode(data, where=f"run {run_id!r}")
+        # The id index may still name a step id whose key was since rewritten with another id.
+        return record if record.step_id == step_id else None
 
     # -- heads ------------------------------------------------------------------------------
     def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
