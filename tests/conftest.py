@@ -33,8 +33,14 @@ def skip_or_fail(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    if not _redis_up():
-        skip_or_fail("no Redis server on 127.0.0.1:6379")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(REDIS_URL)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    if not _redis_up(host, port):
+        skip_or_fail(
+            f"no Redis server at {host}:{port} (set AGENTREWIND_TEST_REDIS to use another)"
+        )
     return REDIS_URL
 
 
