@@ -78,7 +78,9 @@ def test_redis_password_db_and_prefix(tmp_path: Path, redis_server_bin: str) -> 
 
         raw = redis.Redis(port=server.port, password="s3cret", db=3)
         assert raw.exists("app:team:run:{r}:run") == 1
-        assert redis.Redis(port=server.port, password="s3cret", db=0).dbsize() == 0
+        other_db = redis.Redis(port=server.port, password="s3cret", db=0)
+        assert other_db.dbsize() == 0
+        other_db.close()
         raw.close()
         store.close()
         with pytest.raises(StoreUnavailableError) as info:

@@ -94,7 +94,11 @@ class RedisStore(Store):
                 source = getattr(K, name)
                 self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
             self._key_cache: dict[str, K.RunKeys] = {}
-            self._check_schema()
+            try:
+                self._check_schema()
+            except BaseException:
+                self.client.close()  # the store never existed for the caller: free its sockets
+                raise
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisStore:
