@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,30 @@ def test_tls_url_is_accepted_for_rediss() -> None:
 
     with pytest.raises(StoreUnavailableError):
         agentrewind.connect(f"rediss://user:pw@127.0.0.1:{free_port()}/0", socket_timeout=0.5)
+
+
+def test_closing_a_cluster_store_closes_every_node_connection(
+    redis_cluster: str, namespace: str
+) -> None:
+    import redis
+
+    seed = redis.Redis.from_url(redis_cluster)
+    ports = [int(addr.split(":")[1].split("@")[0]) for addr in seed.cluster("nodes")]
+    seed.close()
+
+    def connected() -> int:
+        total = 0
+        for port in ports:
+            probe = redis.Redis(port=port)
+            total += int(probe.info("clients")["connected_clients"]) - 1  # minus the probe
+            probe.close()
+        return total
+
+    before = connected()
+    store = agentrewind.connect(f"{redis_cluster}?namespace={namespace}")
+    for i in range(12):  # runs hash to different slots, so every node gets a connection
+        store.begin_run(f"r{i}")
+    assert connected() > before
+    store.close()
+    time.sleep(0.1)
+    assert connected() == before

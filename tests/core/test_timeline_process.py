@@ -45,9 +45,10 @@ def test_a_new_process_sees_state_branches_and_history(
     request: pytest.FixtureRequest, kind: str, tmp_path: Path, namespace: str
 ) -> None:
     url = _url(request, kind, tmp_path, namespace)
+    store = agentrewind.connect(url)
     try:
         subprocess.run([sys.executable, "-c", WRITER, url, "write"], check=True, timeout=60)
-        tl = Timeline("shared", store=agentrewind.connect(url))
+        tl = Timeline("shared", store=store)
         assert tl.get_state() == {"step": "alt"} and tl.current_branch == "main"
         assert len(tl) == 4 and {b.name for b in tl.list_branches()} == {"main", "alt"}
         merge = tl.history()[0]
@@ -64,8 +65,8 @@ def test_a_new_process_sees_state_branches_and_history(
         ).stdout
         expected = "main {'step': 'parent-process'} 5 ['alt', 'main'] 1"
         assert out.split() == expected.split(" ")
-        tl.store.close()
     finally:
+        store.close()
         if kind == "redis":
             _cleanup_redis(request.getfixturevalue("redis_url"), namespace)
 
@@ -114,10 +115,11 @@ def test_subscribe_across_processes_on_redis(
         store.delete_run("events")
         store.close()
     before = len(got)
-    other = Timeline("events", store=agentrewind.connect(url))
-    other.checkpoint({"after": "close"})
-    assert len(got) == before
-    other.store.delete_run("events")
+    with agentrewind.connect(url) as other_store:
+        other = Timeline("events", store=other_store)
+        other.checkpoint({"after": "close"})
+        assert len(got) == before
+        other_store.delete_run("events")
 
 
 async def test_async_writes_publish_on_redis(redis_url: str, namespace: str) -> None:

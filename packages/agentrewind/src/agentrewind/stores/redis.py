@@ -97,7 +97,7 @@ class RedisStore(Store):
             try:
                 self._check_schema()
             except BaseException:
-                self.client.close()  # the store never existed for the caller: free its sockets
+                _close_client(self.client)  # the store never existed for the caller
                 raise
 
     @classmethod
@@ -284,8 +284,22 @@ class RedisStore(Store):
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.client.close()
+            _close_client(self.client)
         super().close()
+
+
+def _close_client(client: Any) -> None:
+    """Close a client and every connection it opened.
+
+    `RedisCluster.from_url` gives each node client an explicit pool, which its `close()`
+    leaves open (redis-py does not auto-close pools it was handed), so disconnect those too.
+    """
+    if isinstance(client, RedisCluster):
+        nodes: list[Any] = client.get_nodes()  # type: ignore[no-untyped-call]
+        for node in nodes:
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+    client.close()
 
 
 def _run_info(run_id: str, raw: dict[bytes, bytes]) -> RunInfo:
