@@ -313,11 +313,7 @@ class Run:
             else:
                 self._seq += 1
                 seq = self._seq
-            if (
-                call.record is not None
-                and call.record.step_id == call.step_id
-                and (call.record.status != "completed")
-            ):
+            if call.record is not None and call.record.status != "completed":
                 parent = call.record.parent_id  # keep the link its `started` record made
             else:
                 parent = self._last_step_id

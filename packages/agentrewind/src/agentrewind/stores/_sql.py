@@ -50,18 +50,15 @@ GET_RUN = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ? AND run_id = ?
 LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ?
     AND (expires_at IS NULL OR expires_at >= ?) ORDER BY updated_at DESC LIMIT ?"""
 RUN_EXPIRED = "SELECT 1 FROM ar_runs WHERE ns = ? AND run_id = ? AND expires_at < ?"
+EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE ns = ? AND expires_at < ?"
+# Everything of a run but its lease (an expired run revived by a lease holder keeps the lease).
 DELETE_EXPIRED_RUN = [
     "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",
     "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",
     "DELETE FROM ar_runs WHERE ns = ? AND run_id = ?",
 ]
-EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE ns = ? AND expires_at < ?"
-DELETE_RUN = [
-    "DELETE FROM ar_steps WHERE ns = ? AND run_id = ?",
-    "DELETE FROM ar_heads WHERE ns = ? AND run_id = ?",
-    "DELETE FROM ar_leases WHERE ns = ? AND run_id = ?",
-    "DELETE FROM ar_runs WHERE ns = ? AND run_id = ?",
-]
+# The run row goes last: `_delete_run_txn` reports its rowcount.
+DELETE_RUN = ["DELETE FROM ar_leases WHERE ns = ? AND run_id = ?", *DELETE_EXPIRED_RUN]
 
 UPSERT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
