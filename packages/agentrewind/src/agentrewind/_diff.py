@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["diff_states"]
+__all__ = ["diff_states", "join_path"]
 
 _MISSING = object()
 
 
-def _join(path: str, key: str | int) -> str:
+def join_path(path: str, key: str | int) -> str:
+    """`a.b[0]`-style field path: `[i]` for a list index, `.key` otherwise."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
@@ -18,14 +19,14 @@ def _join(path: str, key: str | int) -> str:
 def _walk(a: Any, b: Any, path: str, out: dict[str, dict[str, Any]]) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a.keys() | b.keys():
-            _walk(a.get(key, _MISSING), b.get(key, _MISSING), _join(path, str(key)), out)
+            _walk(a.get(key, _MISSING), b.get(key, _MISSING), join_path(path, str(key)), out)
         return
     if isinstance(a, list) and isinstance(b, list):
         for i in range(max(len(a), len(b))):
             _walk(
                 a[i] if i < len(a) else _MISSING,
                 b[i] if i < len(b) else _MISSING,
-                _join(path, i),
+                join_path(path, i),
                 out,
             )
         return

@@ -12,6 +12,8 @@ import json
 from importlib import resources
 from typing import Any
 
+from ._diff import join_path
+
 __all__ = ["check", "load_schema"]
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -37,12 +39,6 @@ def _is(value: Any, type_name: str) -> bool:
     if isinstance(value, bool) and type_name in ("integer", "number"):
         return False
     return isinstance(value, _TYPES[type_name])
-
-
-def _field(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
 
 
 def check(
@@ -80,17 +76,17 @@ def check(
     if isinstance(value, dict):
         for name in schema.get("required", []):
             if name not in value:
-                errors.append((_field(path, name), "is required"))
+                errors.append((join_path(path, name), "is required"))
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
             if key in props:
-                errors += check(item, props[key], root, _field(path, key))
+                errors += check(item, props[key], root, join_path(path, key))
             elif extra is False:
-                errors.append((_field(path, key), "is not an allowed field"))
+                errors.append((join_path(path, key), "is not an allowed field"))
             elif isinstance(extra, dict):
-                errors += check(item, extra, root, _field(path, key))
+                errors += check(item, extra, root, join_path(path, key))
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
-            errors += check(item, schema["items"], root, _field(path, i))
+            errors += check(item, schema["items"], root, join_path(path, i))
     return errors

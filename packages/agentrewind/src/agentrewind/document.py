@@ -115,13 +115,13 @@ T = TypeVar("T")
 
 
 def _closing_store(
-    fn: Callable[Concatenate[Store | str, P], T],
+    fn: Callable[Concatenate[Store, P], T],
 ) -> Callable[Concatenate[Store | str, P], T]:
     """Open a store given as a URL for the call and close it after; a `Store` is left open."""
 
     @functools.wraps(fn)
     def wrapper(store: Store | str, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if not isinstance(store, str):
+        if isinstance(store, Store):
             return fn(store, *args, **kwargs)
         with connect(store) as opened:
             return fn(opened, *args, **kwargs)
@@ -202,10 +202,15 @@ def parse(source: RunDocument | dict[str, Any] | str | bytes | Path) -> RunDocum
     Raises:
         DocumentError: The document is invalid; `issues` lists every problem with its field.
     """
-    issues = validate(source)
+    try:
+        loaded = _load(source)
+    except DocumentError as exc:
+        issues = exc.issues
+    else:
+        issues = validate(loaded)
     if issues:
         raise DocumentError(f"invalid run document ({len(issues)} problem(s))", issues)
-    data = dict(_load(source))
+    data = dict(loaded)
     data.pop("format")
     data.pop("version")
     return RunDocument(**data)
@@ -223,7 +228,7 @@ def _status(run_status: str) -> str:
 
 @_closing_store
 def export_run(
-    store: Store | str,
+    store: Store,
     run_id: str,
     *,
     task_summary: str | None = None,
@@ -242,12 +247,11 @@ def export_run(
     Raises:
         RunNotFoundError: No such run.
     """
-    st = connect(store) if isinstance(store, str) else store
-    info = st.get_run(run_id)
+    info = store.get_run(run_id)
     if info is None:
-        raise RunNotFoundError(f"no run {run_id!r} in {st.url} (namespace {st.namespace})")
-    records = st.load_steps(run_id)
-    heads = st.get_heads(run_id)
+        raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
+    records = store.load_steps(run_id)
+    heads = store.get_heads(run_id)
     stored: dict[str, Any] = {}
     steps: list[StepRecord] = []
     for record in records:
@@ -305,7 +309,7 @@ def export_run(
 
 @_closing_store
 def import_run(
-    store: Store | str,
+    store: Store,
     document: RunDocument | dict[str, Any] | str | bytes | Path,
     *,
     run_id: str | None = None,
@@ -328,27 +332,24 @@ def import_run(
         DocumentError: Invalid document, or a different run of that id exists.
     """
     doc = document if isinstance(document, RunDocument) else parse(document)
-    st = connect(store) if isinstance(store, str) else store
     target = run_id or doc.run_id
-    if st.get_run(target) is not None:
-        existing = {r.step_id for r in st.load_steps(target)}
+    if store.get_run(target) is not None:
+        existing = {r.step_id for r in store.load_steps(target)}
         if not replace and {s["step_id"] for s in doc.steps} <= existing:
             return target
         if not replace:
             raise DocumentError(
-                f"run {target!r} already exists in {st.url} with other steps: pass "
+                f"run {target!r} already exists in {store.url} with other steps: pass "
                 "replace=True (CLI --replace) or another run id"
             )
-        st.delete_run(target)
+        store.delete_run(target)
     kept = {k: getattr(doc, k) for k in (*_DESCRIPTIVE, "state", "confidence", "partial_output",
                                           "failure", "created_at")}  # fmt: skip
     record = StepRecord(target, f"document-{target}", DOC_KEY, DOC_KIND, "run-document",
                         "completed", 0, output=kept, created_at=time.time())  # fmt: skip
-    st.begin_run(target)
-    st.put_steps([record, *doc.records(target)])
-    for branch, head in doc.heads.items():
-        st.set_head(target, branch, head)
-    st.end_run(target, doc.status, RunMetrics(**doc.metrics))
+    store.begin_run(target)
+    store.put_steps([record, *doc.records(target)], heads=doc.heads)
+    store.end_run(target, doc.status, RunMetrics(**doc.metrics))
     return target
 
 
@@ -370,7 +371,7 @@ def resume_from(
 
 
 @_closing_store
-def fork_run(store: Store | str, run_id: str, *, at: str, to: str) -> int:
+def fork_run(store: Store, run_id: str, *, at: str, to: str) -> int:
     """Copy a run's history up to step `at` into a new run `to` whose `main` head is `at`.
 
     For a timeline the copy is `at` and its ancestors (both parents of merges); for a journal
@@ -383,12 +384,11 @@ def fork_run(store: Store | str, run_id: str, *, at: str, to: str) -> int:
         RunNotFoundError: No such run or step.
         DocumentError: `to` exists already.
     """
-    st = connect(store) if isinstance(store, str) else store
-    if st.get_run(run_id) is None:
-        raise RunNotFoundError(f"no run {run_id!r} in {st.url} (namespace {st.namespace})")
-    if st.get_run(to) is not None:
-        raise DocumentError(f"run {to!r} already exists in {st.url}")
-    records = st.load_steps(run_id)
+    if store.get_run(run_id) is None:
+        raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
+    if store.get_run(to) is not None:
+        raise DocumentError(f"run {to!r} already exists in {store.url}")
+    records = store.load_steps(run_id)
     matches = [r for r in records if r.step_id == at or r.step_id.endswith(at)]
     if len(matches) != 1:
         raise RunNotFoundError(f"no single step {at!r} in run {run_id!r}")
@@ -408,8 +408,8 @@ def fork_run(store: Store | str, run_id: str, *, at: str, to: str) -> int:
         copied = [r for r in records if r.step_id in keep]
     else:
         copied = [r for r in records if r.seq <= point.seq and r.kind != DOC_KIND]
-    st.begin_run(to)
-    st.put_steps([dataclasses.replace(r, run_id=to) for r in copied])
-    st.set_head(to, "main", point.step_id)
-    st.end_run(to, "partial", RunMetrics())
+    store.begin_run(to)
+    store.put_steps([dataclasses.replace(r, run_id=to) for r in copied])
+    store.set_head(to, "main", point.step_id)
+    store.end_run(to, "partial", RunMetrics())
     return len(copied)
