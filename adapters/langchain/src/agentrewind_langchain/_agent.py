@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 import agentrewind
 from agentrewind import AgentRewindError, Call, Run, RunContext
 
+from . import _chat
 from ._agent_runs import AgentRuns, current_invocation
 from ._keys import chat_key, llm_string, site_name, tool_key
 from ._outcome import Outcome, aexecute, asettle, execute, settle
@@ -145,10 +146,7 @@ class RewindAgentMiddleware(AgentMiddleware):
             response = ModelResponse(result=[response])
         if not isinstance(response, ModelResponse):
             return Outcome(record=False)  # ExtendedModelResponse carries a Command: run again
-        tokens = sum(
-            int((getattr(m, "usage_metadata", None) or {}).get("total_tokens", 0) or 0)
-            for m in response.result
-        )
+        tokens = _chat.total_tokens(response.result)
         value = {"result": list(response.result), "structured": response.structured_response}
         return Outcome(value, {"tokens": tokens}, what="model call {key} not journaled")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -57,15 +58,20 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def total_tokens(messages: Iterable[Any]) -> int:
+    """Tokens the messages' `usage_metadata` reports (what a replay of them saves)."""
+    return sum(
+        int((getattr(m, "usage_metadata", None) or {}).get("total_tokens", 0) or 0)
+        for m in messages
+    )
+
+
 def complete_value(result: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
     """The journal value and meta (token usage) of a finished chat call."""
     generations = [
         {"message": g.message, "info": _plain(g.generation_info)} for g in result.generations
     ]
-    tokens = 0
-    for g in result.generations:
-        usage = getattr(g.message, "usage_metadata", None) or {}
-        tokens += int(usage.get("total_tokens", 0) or 0)
+    tokens = total_tokens(g.message for g in result.generations)
     value = {"generations": generations, "llm_output": _plain(result.llm_output)}
     return value, {"tokens": tokens}
 

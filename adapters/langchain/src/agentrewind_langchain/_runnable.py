@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +14,8 @@ from langchain_core.runnables.config import get_config_list
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from agentrewind import RunContext
+from agentrewind._ids import new_id
 
-from ._ids import new_run_id
 from ._scope import ACTIVE, Scope
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class RewindRunnable(Runnable[Any, Any]):
 
     # -- the run around each call ----------------------------------------------------------
     def _prepare(self, config: RunnableConfig | None) -> tuple[RunnableConfig, RunContext]:
-        run_id = resolve_run_id(config) or new_run_id()
+        run_id = resolve_run_id(config) or new_id()
         self.last_run_id = run_id
         context = self.middleware.run(
             run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
@@ -220,14 +221,17 @@ class RewindRunnable(Runnable[Any, Any]):
         configs = get_config_list(config, n)
         shared = not isinstance(config, Sequence)
         ids = [resolve_run_id(c) for c in configs]
+        repeated = Counter(ids)
         out: list[RunnableConfig] = []
+        run_ids: list[str] = []
         for i, (cfg, run_id) in enumerate(zip(configs, ids, strict=True)):
             if run_id is None:
-                run_id = new_run_id()
-            elif shared or ids.count(run_id) > 1:
+                run_id = new_id()
+            elif shared or repeated[run_id] > 1:
                 run_id = f"{run_id}:{i}"
             out.append(_with_run_id(cfg, run_id))
-        self.last_run_ids = [resolve_run_id(c) or "" for c in out]
+            run_ids.append(run_id)
+        self.last_run_ids = run_ids
         return out
 
     def batch(
