@@ -351,6 +351,7 @@ def test_next_seq_and_mark_consumed(mw: Middleware) -> None:
         assert run.next_seq() == first + 1
     with mw.run("r", strict=True) as run:
         recorded = [s.key for s in mw.store.load_steps("r")]
+        assert [r.key for r in run.records()] == recorded  # what open loaded, no second read
         run.mark_consumed(recorded)
         run.step("a", f, 2)  # no DivergenceError: the recorded call was marked consumed
     assert f.calls == [1, 2]

@@ -21,7 +21,7 @@ from workflows.runtime.types.commands import CommandCompleteRun, CommandFailWork
 from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.ticks import TickStepResult, WorkflowTick, WorkflowTickAdapter
 
-from agentrewind import Run, StepRecord, Store
+from agentrewind import Run, StepRecord
 from agentrewind._ids import new_id
 
 __all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record"]
@@ -91,7 +91,7 @@ class Journal:
 
     @classmethod
     def load(
-        cls, store: Store, run_id: str, workflow: Workflow, serializer: JsonSerializer
+        cls, steps: list[StepRecord], workflow: Workflow, serializer: JsonSerializer
     ) -> Journal:
         """Read the run's tick records and cut them where the run stopped for good.
 
@@ -100,7 +100,6 @@ class Journal:
         cut drops it, so the failed step runs again on the state from before it (a completed
         run starts over, its LLM and tool calls replaying from the journal).
         """
-        steps = store.load_steps(run_id)
         records = [r for r in steps if r.key.startswith(TICK_PREFIX) and not r.meta.get("dropped")]
         records.sort(key=lambda r: int(r.key[len(TICK_PREFIX) :]))
         kept: list[StepRecord] = []

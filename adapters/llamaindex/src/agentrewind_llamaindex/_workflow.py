@@ -148,7 +148,7 @@ class RewindWorkflow:
         wf = self._workflow
         memories = MemoryRegistry(Serializer(allowed_types=()))
         serializer = RewindSerializer(_base_serializer(wf), memories)
-        journal = Journal.load(run.middleware.store, run_id, wf, serializer)
+        journal = Journal.load(run.records(), wf, serializer)
         if journal.stale:
             run.middleware.store.put_steps(
                 [

@@ -180,6 +180,14 @@ class Run:
             await self._adrop_lease()
 
     # -- helpers for adapters that write their own records -----------------------------------
+    def records(self) -> list[StepRecord]:
+        """The run's records as this execution knows them (loaded on open, then as written).
+
+        Adapters that rebuild framework state on resume read this instead of the store again.
+        """
+        with self._lock:
+            return list(self._records.values())
+
     def next_seq(self) -> int:
         """Reserve the next sequence number of this run (for records an adapter writes itself)."""
         with self._lock:
