@@ -41,24 +41,21 @@ def describe_tick(tick: WorkflowTick) -> str:
     return f"{tick.type}:{step}" if step else tick.type
 
 
-def tick_record(
-    run: Run,
-    index: int,
-    name: str,
-    output: dict[str, Any],
-    *,
-    step_id: str | None = None,
-    seq: int | None = None,
-) -> StepRecord:
+def step_succeeded(tick: TickStepResult) -> bool:
+    """Whether a step result tick carries no failure (its writes may become durable)."""
+    return not any(getattr(r, "type", None) == "failed" for r in tick.result)
+
+
+def tick_record(run: Run, index: int, name: str, output: dict[str, Any]) -> StepRecord:
     now = time.time()
     return StepRecord(
         run_id=run.run_id,
-        step_id=step_id or new_id(),
+        step_id=new_id(),
         key=f"{TICK_PREFIX}{index}",
         kind="node",
         name=name,
         status="completed",
-        seq=run.next_seq() if seq is None else seq,
+        seq=run.next_seq(),
         output=output,
         meta={"tick": index},
         created_at=now,
@@ -140,7 +137,7 @@ class Journal:
             if (
                 isinstance(tick, TickStepResult)
                 and tick.invocation_id is not None
-                and not any(getattr(r, "type", None) == "failed" for r in tick.result)
+                and step_succeeded(tick)
             ):
                 settled.add(tick.invocation_id)
         return len(ticks), False, settled

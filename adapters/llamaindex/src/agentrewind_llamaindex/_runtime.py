@@ -31,7 +31,7 @@ from workflows.runtime.types.ticks import (
 
 from agentrewind import Run, StepRecord
 
-from ._journal import describe_tick, tick_record
+from ._journal import describe_tick, step_succeeded, tick_record
 from ._memory import MemoryRegistry, RewindSerializer
 from ._state import DurableState, StepScopedStore, current_invocation
 
@@ -75,12 +75,11 @@ class RunState:
             self.memories.scan(live_state)
         events: list[str] = []
         if isinstance(tick, TickStepResult):
-            ok = not any(getattr(r, "type", None) == "failed" for r in tick.result)
+            ok = step_succeeded(tick)
             self.durable.commit(tick.invocation_id, ok)
             self.memories.commit(tick.invocation_id, ok)
-            events = self.stream_buffers.pop(tick.invocation_id, []) if ok else []
-            if not ok:
-                self.stream_buffers.pop(tick.invocation_id, None)
+            popped = self.stream_buffers.pop(tick.invocation_id, [])
+            events = popped if ok else []
         else:
             self.durable.commit(None, True)
             self.memories.commit(None, True)
