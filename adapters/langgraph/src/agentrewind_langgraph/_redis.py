@@ -29,7 +29,7 @@ _SCRIPTS = (
     "PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "HEADS", "QUERY", "BLOBS", "CHAIN", "WRITES"
 )  # fmt: skip
 _TH = K.DATA_PARTS.index("th")
-_READ = K.DATA_PARTS.index("th")  # read scripts use only the keys before `th`: send no more
+_READ = _TH  # read scripts use only the keys before `th`: send no more
 
 
 def _s(b: bytes | str) -> str:
@@ -63,8 +63,7 @@ class RedisBackend:
         self.ns: str = store.namespace
         self.cluster: bool = bool(store.cluster)
         self.tombstone_ttl = tombstone_ttl
-        with store.translate_errors():
-            self._scripts = {n: self.client.register_script(getattr(K, n)) for n in _SCRIPTS}
+        store.register_scripts({f"lg:{n}": getattr(K, n) for n in _SCRIPTS})
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -76,8 +75,7 @@ class RedisBackend:
         return keys
 
     def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        with self.store.translate_errors():
-            return self._scripts[name](keys=keys, args=args)
+        return self.store.run_script(f"lg:{name}", keys, args)
 
     def _register(self, thread_id: str, now: float) -> None:
         # On a cluster the registry lives in another slot, so it is updated after the write.

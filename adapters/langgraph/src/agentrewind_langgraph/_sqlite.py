@@ -98,11 +98,6 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
         with self._lock, self._wdb.write() as conn:
             yield conn
 
-    def run(self, txn: Txn[T]) -> T:
-        """Run `txn(conn)` in its own transaction on the calling thread."""
-        with self.write() as conn:
-            return txn(conn)
-
     def execute(self, txn: Txn[T]) -> T:
         """Run a write operation from a sync caller; returns once it is committed.
 

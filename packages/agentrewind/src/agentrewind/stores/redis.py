@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -82,17 +82,20 @@ class RedisStore(Store):
                 else _redis.Redis.from_url(url, **options)
             )
             self._scripts: dict[str, tuple[str, str]] = {}
-            for name in (
-                "PUT_STEPS",
-                "BEGIN_RUN",
-                "END_RUN",
-                "SET_TTL",
-                "SET_HEAD",
-                "ACQUIRE_LEASE",
-                "RELEASE_LEASE",
-            ):
-                source = getattr(K, name)
-                self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
+            self.register_scripts(
+                {
+                    name: getattr(K, name)
+                    for name in (
+                        "PUT_STEPS",
+                        "BEGIN_RUN",
+                        "END_RUN",
+                        "SET_TTL",
+                        "SET_HEAD",
+                        "ACQUIRE_LEASE",
+                        "RELEASE_LEASE",
+                    )
+                }
+            )
             self._key_cache: dict[str, K.RunKeys] = {}
             try:
                 self._check_schema()
@@ -159,7 +162,16 @@ class RedisStore(Store):
             keys = self._key_cache[run_id] = K.RunKeys.of(self.prefix, self.namespace, run_id)
         return keys
 
-    def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+    def register_scripts(self, sources: Mapping[str, str]) -> None:
+        """Make Lua scripts callable by name with `run_script` (adapters add their own)."""
+        for name, source in sources.items():
+            self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
+
+    def run_script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Run a registered script: one EVALSHA (EVAL once if the server lacks it).
+
+        Errors come out as `StoreUnavailableError` / `StoreError`, like every store call.
+        """
         # EVALSHA straight from the client: this is the hot path of every write, so it skips
         # redis-py's Script wrapper and the generator-based error context manager.
         source, sha = self._scripts[name]
@@ -175,7 +187,7 @@ class RedisStore(Store):
     def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
         keys = self._keys(run_id)
         ttl_ms = "" if ttl is None else str(int(ttl * 1000))
-        raw = self._script("BEGIN_RUN", keys.data_keys(), [time.time(), ttl_ms, "running"])
+        raw = self.run_script("BEGIN_RUN", keys.data_keys(), [time.time(), ttl_ms, "running"])
         index = K.runs_index(self.prefix, self.namespace)
         self._call(lambda: self.client.zadd(index, {run_id: time.time()}, nx=True))
         it = iter(raw)
@@ -183,7 +195,7 @@ class RedisStore(Store):
 
     def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
         args = [time.time(), status, json.dumps(metrics.as_dict())]
-        self._script("END_RUN", self._keys(run_id).data_keys(), args)
+        self.run_script("END_RUN", self._keys(run_id).data_keys(), args)
 
     def get_run(self, run_id: str) -> RunInfo | None:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).run))
@@ -219,7 +231,7 @@ class RedisStore(Store):
 
     def set_ttl(self, run_id: str, ttl: float | None) -> None:
         ttl_ms = "" if ttl is None else str(max(int(ttl * 1000), 1))
-        self._script("SET_TTL", self._keys(run_id).data_keys(), [time.time(), ttl_ms])
+        self.run_script("SET_TTL", self._keys(run_id).data_keys(), [time.time(), ttl_ms])
 
     def _purge_expired(self) -> int:
         return 0  # Redis expires keys itself; list_runs drops their index entries.
@@ -236,7 +248,7 @@ class RedisStore(Store):
                 for branch, step_id in heads.items():
                     head_args += [branch, step_id]
             argv = [time.time(), len(head_args) // 2, *head_args, *args]
-            self._script("PUT_STEPS", self._keys(run_id).data_keys(), argv)
+            self.run_script("PUT_STEPS", self._keys(run_id).data_keys(), argv)
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).steps))
@@ -262,7 +274,7 @@ class RedisStore(Store):
     # -- heads ------------------------------------------------------------------------------
     def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
         args = [time.time(), branch, step_id or ""]
-        self._script("SET_HEAD", self._keys(run_id).data_keys(), args)
+        self.run_script("SET_HEAD", self._keys(run_id).data_keys(), args)
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).heads))
@@ -272,15 +284,15 @@ class RedisStore(Store):
     def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
         key = self._keys(run_id).lease
         ttl_ms = max(int(ttl * 1000), 1)
-        ok, holder, pttl = self._script("ACQUIRE_LEASE", [key], [owner, ttl_ms, ""])
+        ok, holder, pttl = self.run_script("ACQUIRE_LEASE", [key], [owner, ttl_ms, ""])
         holder = holder.decode() if isinstance(holder, bytes) else holder
         if not ok and lease_owner_is_dead(holder):
-            ok, holder, pttl = self._script("ACQUIRE_LEASE", [key], [owner, ttl_ms, holder])
+            ok, holder, pttl = self.run_script("ACQUIRE_LEASE", [key], [owner, ttl_ms, holder])
             holder = holder.decode() if isinstance(holder, bytes) else holder
         return LeaseResult((bool(ok), holder, max(int(pttl), 0) / 1000))
 
     def release_lease(self, run_id: str, owner: str) -> None:
-        self._script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
+        self.run_script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
