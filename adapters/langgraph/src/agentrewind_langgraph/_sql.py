@@ -9,9 +9,6 @@ from __future__ import annotations
 SCHEMA_VERSION = 2
 """Version of the `lg_` tables; a newer one is refused, an older one migrated forward."""
 
-SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS lg_schema_version (version INTEGER NOT NULL)"
-GET_SCHEMA = "SELECT version FROM lg_schema_version"
-SET_SCHEMA = ["DELETE FROM lg_schema_version", "INSERT INTO lg_schema_version (version) VALUES (?)"]
 
 V1 = [
     # One row per checkpoint, without its channel values (those are in lg_blobs).

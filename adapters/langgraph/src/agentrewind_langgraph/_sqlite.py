@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from agentrewind.errors import SchemaVersionError
-from agentrewind.stores._sqlite_db import SQLiteDatabase
+from agentrewind.stores._sqlite_db import SQLiteDatabase, apply_migrations
 
 from . import _sql
 from ._sqlite_reads import SQLiteReads
@@ -75,21 +75,17 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
     # -- schema ------------------------------------------------------------------------------
     def migrate(self) -> None:
         """Create or upgrade the `lg_` tables; refuse a newer layout."""
+
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"{self.db.path}: LangGraph tables have schema version {current}; this "
+                f"agentrewind-langgraph knows up to {_sql.SCHEMA_VERSION}: upgrade it"
+            )
+
         with self.write() as conn:
-            conn.execute(_sql.SCHEMA_TABLE)
-            row = conn.execute(_sql.GET_SCHEMA).fetchone()
-            current = 0 if row is None else int(row[0])
-            if current > _sql.SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.db.path}: LangGraph tables have schema version {current}; this "
-                    f"agentrewind-langgraph knows up to {_sql.SCHEMA_VERSION}: upgrade it"
-                )
-            if current < _sql.SCHEMA_VERSION:
-                for statements in _sql.MIGRATIONS[current : _sql.SCHEMA_VERSION]:
-                    for statement in statements:
-                        conn.execute(statement)
-                conn.execute(_sql.SET_SCHEMA[0])
-                conn.execute(_sql.SET_SCHEMA[1], (_sql.SCHEMA_VERSION,))
+            apply_migrations(
+                conn, "lg_schema_version", _sql.MIGRATIONS, _sql.SCHEMA_VERSION, too_new
+            )
 
     # -- write paths -------------------------------------------------------------------------
     @contextlib.contextmanager

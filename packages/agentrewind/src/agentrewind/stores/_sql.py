@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS ar_schema_version (version INTEGER NOT NULL)"
-GET_SCHEMA = "SELECT version FROM ar_schema_version"
-
 # Version 1. Each later version appends a list of statements to MIGRATIONS.
 V1 = [
     """CREATE TABLE IF NOT EXISTS ar_runs (

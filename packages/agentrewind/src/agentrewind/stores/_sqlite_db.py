@@ -12,17 +12,42 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import StoreBusyError, StoreError
 
-__all__ = ["SQLiteDatabase"]
+__all__ = ["SQLiteDatabase", "apply_migrations"]
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def apply_migrations(
+    conn: sqlite3.Connection,
+    table: str,
+    migrations: Sequence[Sequence[str]],
+    version: int,
+    too_new: Callable[[int], Exception],
+) -> None:
+    """Bring a set of tables to `version` inside the caller's write transaction.
+
+    `table` holds the version; `migrations[i]` takes the tables from version `i` to `i + 1`.
+    A database at a newer version raises `too_new(current)` and is left unchanged.
+    """
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
+    row = conn.execute(f"SELECT version FROM {table}").fetchone()
+    current = 0 if row is None else int(row[0])
+    if current > version:
+        raise too_new(current)
+    if current < version:
+        for statements in migrations[current:version]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute(f"DELETE FROM {table}")
+        conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
 
 
 class SQLiteDatabase:

@@ -11,7 +11,7 @@ from ..errors import SchemaVersionError, StoreError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
-from ._sqlite_db import SQLiteDatabase
+from ._sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
 
@@ -41,23 +41,14 @@ class SQLiteStore(Store):
         self._migrate()
 
     def _migrate(self) -> None:
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"{self.db.path} has schema version {current}; this agentrewind knows up to "
+                f"{SCHEMA_VERSION}: upgrade agentrewind (nothing was changed)"
+            )
+
         with self.db.write() as conn:
-            conn.execute(_sql.SCHEMA_TABLE)
-            row = conn.execute(_sql.GET_SCHEMA).fetchone()
-            current = 0 if row is None else int(row[0])
-            if current > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.db.path} has schema version {current}; this agentrewind knows up to "
-                    f"{SCHEMA_VERSION}: upgrade agentrewind (nothing was changed)"
-                )
-            if current < SCHEMA_VERSION:
-                for statements in _sql.MIGRATIONS[current:SCHEMA_VERSION]:
-                    for statement in statements:
-                        conn.execute(statement)
-                conn.execute("DELETE FROM ar_schema_version")
-                conn.execute(
-                    "INSERT INTO ar_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
-                )
+            apply_migrations(conn, "ar_schema_version", _sql.MIGRATIONS, SCHEMA_VERSION, too_new)
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
