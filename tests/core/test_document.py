@@ -12,7 +12,7 @@ import pytest
 
 import agentrewind
 from agentrewind import DocumentError, RunNotFoundError, Timeline
-from agentrewind.document import schema_path
+from agentrewind.documents import schema_path
 
 
 def _journal_run(store: agentrewind.Store, run_id: str = "job") -> None:
@@ -32,7 +32,7 @@ def test_schema_ships_in_the_package() -> None:
     assert schema["properties"]["retry_strategy"]["enum"] == ["resume", "restart", "escalate"]
     from importlib import resources
 
-    packaged = resources.files("agentrewind") / "schemas" / "run-document.schema.json"
+    packaged = resources.files("agentrewind.documents") / "schemas" / "run-document.schema.json"
     assert json.loads(packaged.read_text()) == schema
 
 

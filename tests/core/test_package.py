@@ -15,8 +15,8 @@ def test_all_is_sorted_and_complete() -> None:
     names = agentrewind.__all__
     assert names == sorted(names)
     public = {n for n in dir(agentrewind) if not n.startswith("_")}
-    modules = {"errors", "journal", "middleware", "records", "serde", "stores", "plugins", "cli"}
-    modules |= {"document", "recovery", "timeline"}
+    modules = {"errors", "journal", "records", "serde", "stores", "plugins", "cli", "ids"}
+    modules |= {"documents", "timeline", "diff", "tree", "adapters", "testing"}
     assert public - modules - {"annotations"} <= set(names) | {"__version__"}
     for name in names:
         assert hasattr(agentrewind, name), name

@@ -1,4 +1,4 @@
-"""Recovery: strategies, safe_execute, the @agentrewind.step decorator, checkpoint_context."""
+"""Recovery: strategies, safe_execute, @agentrewind.checkpointed, checkpoint_context."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from agentrewind import (
     Timeline,
     TimelineError,
 )
-from agentrewind.recovery import Retry
+from agentrewind.timeline import Retry
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -153,7 +153,7 @@ async def test_safe_execute_fallback_explores_a_branch_and_merges_back(tl: Timel
 def test_step_decorator_sync_retries_and_rolls_back(tl: Timeline) -> None:
     attempts = []
 
-    @agentrewind.step("enrich", timeline=tl, max_retries=2)
+    @agentrewind.checkpointed("enrich", timeline=tl, max_retries=2)
     def enrich(state: dict[str, int]) -> dict[str, int]:
         attempts.append(state)
         if len(attempts) == 1:
@@ -166,7 +166,7 @@ def test_step_decorator_sync_retries_and_rolls_back(tl: Timeline) -> None:
     assert [c.failed for c in tl.checkpoints()] == [False, True, False]
     assert tl.history()[0].metadata["attempt"] == 2
 
-    @agentrewind.step(timeline=tl)
+    @agentrewind.checkpointed(timeline=tl)
     def always_fails(state: dict[str, int]) -> None:
         raise KeyError("x")
 
@@ -176,7 +176,7 @@ def test_step_decorator_sync_retries_and_rolls_back(tl: Timeline) -> None:
 
 
 async def test_step_decorator_async(tl: Timeline) -> None:
-    @agentrewind.step("think", timeline=tl)
+    @agentrewind.checkpointed("think", timeline=tl)
     async def think(state: dict[str, int]) -> int:
         return state["n"] * 2
 
@@ -187,7 +187,7 @@ async def test_step_decorator_async(tl: Timeline) -> None:
 def test_step_decorator_by_name_uses_the_registry(tmp_path, namespace: str) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'reg.db'}?namespace={namespace}"
 
-    @agentrewind.step("named", timeline="registry-tl", store=url)
+    @agentrewind.checkpointed("named", timeline="registry-tl", store=url)
     def named(state: dict[str, int]) -> dict[str, int]:
         return {"done": state["n"]}
 
@@ -294,7 +294,7 @@ async def test_sync_safe_execute_refuses_async_code(tl: Timeline) -> None:
 async def test_step_decorator_async_retries_and_rolls_back(tl: Timeline) -> None:
     attempts: list[dict[str, int]] = []
 
-    @agentrewind.step("fetch", timeline=tl, max_retries=3)
+    @agentrewind.checkpointed("fetch", timeline=tl, max_retries=3)
     async def fetch(state: dict[str, int]) -> dict[str, int]:
         attempts.append(state)
         await asyncio.sleep(0)
@@ -306,7 +306,7 @@ async def test_step_decorator_async_retries_and_rolls_back(tl: Timeline) -> None
     assert [c.failed for c in tl.checkpoints()] == [False, True, True, False]
     assert [c.description for c in tl.history()] == ["After: fetch", "Before: fetch"]
 
-    @agentrewind.step("never", timeline=tl)
+    @agentrewind.checkpointed("never", timeline=tl)
     async def never(state: dict[str, int]) -> None:
         raise KeyError("x")
 

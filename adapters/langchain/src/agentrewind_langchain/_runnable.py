@@ -14,7 +14,7 @@ from langchain_core.runnables.config import get_config_list
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from agentrewind import RunContext
-from agentrewind._ids import new_id
+from agentrewind.adapters import new_id
 
 from ._scope import ACTIVE, Scope
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from langchain_core.utils.pydantic import TypeBaseModel
 
     from agentrewind import Middleware
-    from agentrewind.journal import IncompletePolicy
+    from agentrewind.adapters import IncompletePolicy
 
 __all__ = ["RUN_ID_KEY", "RewindRunnable", "resolve_run_id"]
 

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import agentrewind
-from agentrewind.stores import Store
+from agentrewind.adapters import Store
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
@@ -44,7 +44,7 @@ _MEMORY_LOCK = threading.Lock()
 
 def _memory_sqlite(store: Store) -> Store:
     """A SQLite file standing in for `memory://NAME` (shared by name within this process)."""
-    from agentrewind.stores.sqlite import SQLiteStore
+    from agentrewind.adapters import SQLiteStore
 
     name = store.url.split("://", 1)[1] or f"anon-{id(store)}"
     with _MEMORY_LOCK:

@@ -19,8 +19,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from agentrewind.errors import SchemaVersionError
-from agentrewind.stores._sqlite_db import SQLiteDatabase, apply_migrations
+from agentrewind.adapters import SchemaVersionError, SQLiteDatabase, apply_migrations
 
 from . import _sql
 from ._sqlite_reads import SQLiteReads

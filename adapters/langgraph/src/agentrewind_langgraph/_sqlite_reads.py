@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agentrewind.stores._sqlite_db import SQLiteDatabase
+from agentrewind.adapters import SQLiteDatabase
 
 from . import _sql
 from ._codec import RawTuple, assemble_blob, unpack_versions

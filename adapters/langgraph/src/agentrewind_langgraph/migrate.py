@@ -12,7 +12,7 @@ from typing import Any, cast
 from langgraph.checkpoint.base import CheckpointMetadata
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentrewind.errors import StoreError
+from agentrewind.adapters import StoreError
 
 from ._codec import WriteRow
 from .saver import RewindSaver
@@ -100,7 +100,7 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def _default() -> str:
-    from agentrewind.stores import default_url
+    from agentrewind.adapters import default_url
 
     return default_url()
 

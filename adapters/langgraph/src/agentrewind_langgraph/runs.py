@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentrewind.records import RunInfo, StepRecord
-from agentrewind.stores import Store
+from agentrewind.adapters import RunInfo, StepRecord, Store
 
 from .saver import RewindSaver
 

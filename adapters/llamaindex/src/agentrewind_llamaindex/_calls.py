@@ -22,7 +22,7 @@ from workflows import Context
 
 import agentrewind
 from agentrewind import Call
-from agentrewind.errors import AgentRewindError
+from agentrewind.adapters import AgentRewindError
 
 from ._compat import subclasses
 from ._keys import llm_key, tool_key

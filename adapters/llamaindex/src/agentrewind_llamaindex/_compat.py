@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from agentrewind.errors import AgentRewindError
+from agentrewind.adapters import AgentRewindError
 
 __all__ = ["MIN_WORKFLOWS", "check_workflows_version", "subclasses"]
 

@@ -22,7 +22,7 @@ from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.ticks import TickStepResult, WorkflowTick, WorkflowTickAdapter
 
 from agentrewind import Run, StepRecord
-from agentrewind._ids import new_id
+from agentrewind.adapters import new_id
 
 __all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record"]
 

@@ -14,7 +14,7 @@ from workflows.errors import WorkflowCancelledByUser
 from workflows.handler import WorkflowHandler
 
 from agentrewind import Middleware, Run, RunContext, Serializer
-from agentrewind._ids import new_id
+from agentrewind.adapters import new_id
 
 from ._calls import install_call_hooks
 from ._journal import Journal

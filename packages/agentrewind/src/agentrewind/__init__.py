@@ -6,11 +6,8 @@ failed run with the same id and what finished replays (no tokens spent, no tool 
 
 from __future__ import annotations
 
-from ._context import current_run, idempotency_key
-from ._diff import diff_states
-from ._events import Subscription, TimelineEvent
-from ._safe import CheckpointContext, RecoveryError, checkpoint_context, get_timeline, step
-from .document import (
+from .diff import diff_states
+from .documents import (
     DocumentError,
     RunDocument,
     RunNotFoundError,
@@ -38,20 +35,38 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
 )
-from .journal import Call, CallEvent, Run
-from .middleware import Middleware, RunContext
+from .journal import (
+    Call,
+    CallEvent,
+    Middleware,
+    Run,
+    RunContext,
+    current_run,
+    idempotency_key,
+    step,
+)
 from .records import RunInfo, RunMetrics, StepRecord
-from .recovery import (
+from .serde import Codec, Serializer, register_codec
+from .stores import MemoryStore, SQLiteStore, Store, connect
+from .timeline import (
     AlternativePathStrategy,
+    Branch,
+    Checkpoint,
+    CheckpointContext,
     CompositeStrategy,
     DegradeGracefully,
+    RecoveryError,
     RecoveryStrategy,
     Retry,
     RetryWithBackoff,
+    Subscription,
+    Timeline,
+    TimelineError,
+    TimelineEvent,
+    checkpoint_context,
+    checkpointed,
+    get_timeline,
 )
-from .serde import Codec, Serializer, register_codec
-from .stores import MemoryStore, SQLiteStore, Store, connect
-from .timeline import Branch, Checkpoint, Timeline, TimelineError
 
 __version__ = "0.1.0"
 
@@ -102,6 +117,7 @@ __all__ = [
     "ValidationIssue",
     "__version__",
     "checkpoint_context",
+    "checkpointed",
     "connect",
     "current_run",
     "diff_states",

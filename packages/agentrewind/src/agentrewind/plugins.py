@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from .records import RunInfo, StepRecord
 from .stores import Store
 
-__all__ = ["RunSource", "load_failures", "load_group"]
+__all__ = ["CliRegistrar", "Demo", "RunSource", "demos", "load_failures", "load_group"]
 
 log = logging.getLogger("agentrewind")
 
@@ -39,6 +39,14 @@ class RunSource(Protocol):
     def load_steps(self, store: Store, run_id: str) -> list[StepRecord] | None:
         """Steps (checkpoints...) of one run with `parent_id` links, or None if unknown."""
         ...
+
+
+CliRegistrar = Callable[[Any], None]
+"""An `agentrewind.cli_commands` entry point: `register(subparsers)` adds subcommands to the
+CLI's `argparse` subparsers; each sets `func=callable(args) -> int` with `set_defaults`."""
+
+Demo = Callable[[Store, Callable[[str], None]], None]
+"""An `agentrewind.demos` entry point: `demo(store, out)` tells its story after the core's."""
 
 
 @functools.cache
@@ -68,6 +76,6 @@ def load_failures(group: str) -> tuple[tuple[str, Exception], ...]:
     return _load(group)[1]
 
 
-def demos() -> tuple[Callable[[Store, Callable[[str], None]], None], ...]:
+def demos() -> tuple[Demo, ...]:
     """Demo functions registered by installed adapters."""
     return load_group("agentrewind.demos")

@@ -11,7 +11,7 @@ from ..errors import SchemaVersionError, StoreError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
-from ._sqlite_db import SQLiteDatabase, apply_migrations
+from .sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
 

@@ -8,12 +8,14 @@ import os
 import sys
 from typing import Any
 
-from ._diff import diff_states
-from ._tree import TreeNode, render_tree, short_id
-from .document import DOC_KIND, RunNotFoundError, fork_run
-from .records import RunInfo, StepRecord
-from .stores import Store, connect
-from .timeline import HEAD, Timeline
+from ..diff import diff_states
+from ..documents import RunNotFoundError, fork_run
+from ..documents.document import DOC_KIND
+from ..plugins import load_group
+from ..records import RunInfo, StepRecord
+from ..stores import Store, connect
+from ..timeline import HEAD, Timeline
+from ..tree import TreeNode, render_tree, short_id
 
 
 def open_store(args: argparse.Namespace) -> Store:
@@ -34,8 +36,6 @@ def dumps(data: Any) -> str:
 # -- run sources ----------------------------------------------------------------------------------
 def run_sources() -> list[Any]:
     """Installed `agentrewind.run_sources` plugins (classes are instantiated)."""
-    from .plugins import load_group
-
     return [
         obj() if isinstance(obj, type) else obj for obj in load_group("agentrewind.run_sources")
     ]
@@ -136,6 +136,7 @@ def _generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeN
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
+    """`agentrewind tree RUN`: the run's steps (or checkpoints) as a tree."""
     with open_store(args) as store:
         source, steps = run_steps(store, args.run)
         heads = store.get_heads(args.run) if source == "agentrewind" else {}
@@ -166,6 +167,7 @@ def _node_json(n: TreeNode) -> dict[str, Any]:
 
 
 def cmd_branches(args: argparse.Namespace) -> int:
+    """`agentrewind branches RUN`: a timeline's branches and their heads."""
     with open_store(args) as store:
         run_steps(store, args.run)
         tl = Timeline(args.run, store=store, events=False)
@@ -184,6 +186,7 @@ def cmd_branches(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """`agentrewind show RUN STEP`: one step with its output and meta."""
     with open_store(args) as store:
         source, steps = run_steps(store, args.run)
         heads = store.get_heads(args.run) if source == "agentrewind" else {}
@@ -219,6 +222,7 @@ def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[st
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    """`agentrewind diff A B`: what changed between two states."""
     with open_store(args) as store:
         name_a, a = _resolve_state(store, args.a, args.run)
         name_b, b = _resolve_state(store, args.b, args.run)
@@ -246,6 +250,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    """`agentrewind fork RUN --at STEP --to NEW`: copy a prefix of a run into a new run."""
     with open_store(args) as store:
         copied = fork_run(store, args.run, at=args.at, to=args.to)
     if args.json:

@@ -27,8 +27,8 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
-from ._checkpoint import TimelineError
-from .stores import Store
+from ..stores import Store
+from .checkpoint import TimelineError
 
 __all__ = ["Blocking", "Flow", "FlowRunner", "Locked", "StoreCall", "UserCall", "Wait"]
 

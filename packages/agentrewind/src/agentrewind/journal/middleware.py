@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, overload
 
-from ._context import CURRENT_RUN
-from .errors import AdapterNotFoundError
-from .journal import IncompletePolicy, Run
-from .records import RunMetrics
-from .serde import Serializer
-from .stores import Store, connect
+from ..errors import AdapterNotFoundError
+from ..plugins import load_failures, load_group
+from ..records import RunMetrics
+from ..serde import Serializer
+from ..stores import Store, connect
+from .context import CURRENT_RUN
+from .run import IncompletePolicy, Run
+from .steps import make_step_decorator
 
 __all__ = ["Adapter", "Middleware", "RunContext"]
 
@@ -209,50 +209,9 @@ class Middleware:
         """
         if callable(name):
             return self.step()(name)
-
-        def decorate(fn: F) -> F:
-            step_name = name or fn.__qualname__
-
-            def key_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-                return None if key is None else key(*args, **kwargs)
-
-            if inspect.iscoroutinefunction(fn):
-
-                @functools.wraps(fn)
-                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    run = self._current()
-                    if run is None:
-                        return await fn(*args, **kwargs)
-                    return await run._astep(
-                        step_name,
-                        fn,
-                        key_of(args, kwargs),
-                        args,
-                        kwargs,
-                        kind=kind,
-                        side_effects=side_effects,
-                    )
-
-                return async_wrapper  # type: ignore[return-value]
-
-            @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = self._current()
-                if run is None:
-                    return fn(*args, **kwargs)
-                return run._step(
-                    step_name,
-                    fn,
-                    key_of(args, kwargs),
-                    args,
-                    kwargs,
-                    kind=kind,
-                    side_effects=side_effects,
-                )
-
-            return wrapper  # type: ignore[return-value]
-
-        return decorate
+        return make_step_decorator(
+            self._current, name, kind=kind, side_effects=side_effects, key=key
+        )
 
     def _current(self) -> Run | None:
         run = CURRENT_RUN.get()
@@ -280,8 +239,6 @@ class Middleware:
             "workflows (extras: langchain, langgraph, llamaindex); for plain Python use "
             "middleware.run() and middleware.step()"
         )
-        from .plugins import load_failures
-
         broken = "; ".join(f"{name}: {exc}" for name, exc in load_failures("agentrewind.adapters"))
         if broken:
             hint += f" (installed adapters that failed to load: {broken})"
@@ -302,6 +259,4 @@ class Middleware:
 
 
 def _adapters() -> tuple[Adapter, ...]:
-    from .plugins import load_group
-
     return load_group("agentrewind.adapters")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .middleware import Middleware
-from .stores import Store
+from ..journal.middleware import Middleware
+from ..plugins import demos
+from ..stores import Store
+from ..timeline import Timeline
 
 _flaky = {"fail": True}
 
@@ -62,16 +64,12 @@ def run_demo(store: Store, out: Any = print) -> None:
         f"{m.seconds_saved * 1000:.0f} ms saved, {m.failures} failure(s)"
     )
     _timeline_story(store, run_id, out)
-    from .plugins import demos
-
     for demo in demos():
         out("")
         demo(store, out)
 
 
 def _timeline_story(store: Store, run_id: str, out: Any) -> None:
-    from .timeline import Timeline
-
     out(f"\n3) the reply, as a timeline of checkpoints ({run_id}-reply)")
     tl = Timeline(f"{run_id}-reply", store=store)
     order = {"order": run_id, "customer": "Ada", "items": ["keyboard", "mouse"]}

@@ -1,4 +1,4 @@
-"""The writes of a `Timeline` as flows (see `agentrewind._flow`), shared by sync and async.
+"""The writes of a `Timeline` as flows (see `agentrewind.timeline.flow`), shared by sync and async.
 
 Each public operation is a flow that runs its decision and store write under the timeline's
 lock (`Locked`), updates the in-memory view only after the write succeeded, and then publishes
@@ -9,10 +9,12 @@ the change for `subscribe`. A checkpoint and its branch head move in one atomic 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import _events
-from ._checkpoint import (
+from ..records import RunMetrics
+from . import events as _events
+from .base import TimelineBase
+from .checkpoint import (
     HEAD,
     Branch,
     Checkpoint,
@@ -21,11 +23,7 @@ from ._checkpoint import (
     new_checkpoint,
     record_meta,
 )
-from ._flow import Blocking, Flow, Locked, StoreCall
-from .records import RunMetrics
-
-if TYPE_CHECKING:
-    from .timeline import Timeline
+from .flow import Blocking, Flow, Locked, StoreCall
 
 __all__ = [
     "branch",
@@ -39,7 +37,7 @@ __all__ = [
 ]
 
 
-def refresh(tl: Timeline) -> Flow[None]:
+def refresh(tl: TimelineBase) -> Flow[None]:
     """Reload checkpoints and heads from the store (changes made by other processes)."""
     records = yield StoreCall("load_steps", (tl.name,))
     heads = yield StoreCall("get_heads", (tl.name,))
@@ -47,7 +45,7 @@ def refresh(tl: Timeline) -> Flow[None]:
         tl._load(records, heads)
 
 
-def _ensure_run(tl: Timeline) -> Flow[None]:
+def _ensure_run(tl: TimelineBase) -> Flow[None]:
     if tl._created:
         return
     if (yield StoreCall("get_run", (tl.name,))) is None:
@@ -56,7 +54,7 @@ def _ensure_run(tl: Timeline) -> Flow[None]:
     tl._created = True
 
 
-def emit(tl: Timeline, kind: str, branch: str) -> Flow[None]:
+def emit(tl: TimelineBase, kind: str, branch: str) -> Flow[None]:
     """Publish a change to `subscribe`rs (a Redis `PUBLISH`, or in-process callbacks)."""
     if not tl._events:
         return
@@ -75,7 +73,7 @@ def emit(tl: Timeline, kind: str, branch: str) -> Flow[None]:
 
 
 def commit_locked(
-    tl: Timeline,
+    tl: TimelineBase,
     state: Any,
     metadata: dict[str, Any] | None,
     description: str,
@@ -108,7 +106,7 @@ def commit_locked(
 
 
 def checkpoint(
-    tl: Timeline,
+    tl: TimelineBase,
     state: Any,
     metadata: dict[str, Any] | None,
     description: str,
@@ -124,7 +122,7 @@ def checkpoint(
     return node
 
 
-def _rollback_target(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> Checkpoint:
+def _rollback_target(tl: TimelineBase, steps: int, to_checkpoint_id: str | None) -> Checkpoint:
     if to_checkpoint_id is not None:
         return tl.get_checkpoint(to_checkpoint_id)
     head = tl.head
@@ -141,7 +139,9 @@ def _rollback_target(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> 
     return chain[steps]
 
 
-def _rollback_locked(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> Flow[Checkpoint]:
+def _rollback_locked(
+    tl: TimelineBase, steps: int, to_checkpoint_id: str | None
+) -> Flow[Checkpoint]:
     target = _rollback_target(tl, steps, to_checkpoint_id)
     yield from _ensure_run(tl)
     yield StoreCall("set_head", (tl.name, tl._current, target.id))
@@ -150,14 +150,16 @@ def _rollback_locked(tl: Timeline, steps: int, to_checkpoint_id: str | None) -> 
     return target
 
 
-def rollback(tl: Timeline, steps: int = 1, to_checkpoint_id: str | None = None) -> Flow[Checkpoint]:
+def rollback(
+    tl: TimelineBase, steps: int = 1, to_checkpoint_id: str | None = None
+) -> Flow[Checkpoint]:
     """`Timeline.rollback`: move the current head back; nothing is deleted."""
     target: Checkpoint = yield Locked(_rollback_locked(tl, steps, to_checkpoint_id))
     yield from emit(tl, "rollback", tl._current)
     return target
 
 
-def _branch_locked(tl: Timeline, name: str, from_checkpoint_id: str | None) -> Flow[None]:
+def _branch_locked(tl: TimelineBase, name: str, from_checkpoint_id: str | None) -> Flow[None]:
     if name in tl._branch_names():
         raise TimelineError(
             f"branch {name!r} already exists in timeline {tl.name!r}: "
@@ -177,7 +179,7 @@ def _branch_locked(tl: Timeline, name: str, from_checkpoint_id: str | None) -> F
     tl.metrics["total_branches"] += 1
 
 
-def branch(tl: Timeline, name: str, from_checkpoint_id: str | None = None) -> Flow[Branch]:
+def branch(tl: TimelineBase, name: str, from_checkpoint_id: str | None = None) -> Flow[Branch]:
     """`Timeline.branch`: a new head at the current head (or a checkpoint), made current."""
     check_branch_name(name)
     yield Locked(_branch_locked(tl, name, from_checkpoint_id))
@@ -185,7 +187,7 @@ def branch(tl: Timeline, name: str, from_checkpoint_id: str | None = None) -> Fl
     return tl._branch(name)
 
 
-def _switch_locked(tl: Timeline, name: str) -> Flow[None]:
+def _switch_locked(tl: TimelineBase, name: str) -> Flow[None]:
     if name not in tl._branch_names():
         raise TimelineError(
             f"no branch {name!r} in timeline {tl.name!r}; branches: "
@@ -196,14 +198,14 @@ def _switch_locked(tl: Timeline, name: str) -> Flow[None]:
     tl._current = name
 
 
-def switch_branch(tl: Timeline, name: str) -> Flow[Branch]:
+def switch_branch(tl: TimelineBase, name: str) -> Flow[Branch]:
     """`Timeline.switch_branch`: make `name` the current branch."""
     yield Locked(_switch_locked(tl, name))
     yield from emit(tl, "switch", name)
     return tl._branch(name)
 
 
-def _delete_locked(tl: Timeline, name: str) -> Flow[None]:
+def _delete_locked(tl: TimelineBase, name: str) -> Flow[None]:
     if name == tl._current:
         raise TimelineError(f"cannot delete the current branch {name!r}: switch first")
     if name not in tl._heads:
@@ -212,7 +214,7 @@ def _delete_locked(tl: Timeline, name: str) -> Flow[None]:
     del tl._heads[name]
 
 
-def delete_branch(tl: Timeline, name: str) -> Flow[None]:
+def delete_branch(tl: TimelineBase, name: str) -> Flow[None]:
     """`Timeline.delete_branch`: remove a branch pointer; its checkpoints stay."""
     yield Locked(_delete_locked(tl, name))
     yield from emit(tl, "delete_branch", name)

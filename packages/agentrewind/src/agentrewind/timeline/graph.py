@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping
 
-from ._checkpoint import Checkpoint
-from ._tree import TreeNode
+from ..tree import TreeNode
+from .checkpoint import Checkpoint
 
 __all__ = ["ancestry", "merge_base", "reachable", "tree_nodes"]
 

@@ -8,7 +8,7 @@ and checkpoints, so `checkpoint()` makes one atomic write (the step and its bran
 never reads history.
 
 Every write has an async twin (`acheckpoint`, `arollback`...). Both run the same flow (see
-`agentrewind._flow`): the sync one in the calling thread, the async one through the store's
+`agentrewind.timeline.flow`): the sync one in the calling thread, the async one through the store's
 `a*` methods. Reads (`get_state`, `history`, `diff`, `visualize_tree`...) answer from memory
 and need no twin; `arefresh()` reloads from the store.
 """
@@ -18,21 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import _events
-from . import _timeline_ops as ops
-from ._checkpoint import HEAD, Branch, Checkpoint, TimelineError
-from ._flow import FlowRunner
-from ._merge import MergeStrategy, merge
-from ._safe import safe_execute
-from ._timeline_view import TimelineView
+from ..serde import Serializer
+from ..stores import Store
+from . import events as _events
+from . import ops as ops
+from .base import TimelineBase
+from .checkpoint import HEAD, Branch, Checkpoint, TimelineError
+from .merge import MergeStrategy, merge
 from .recovery import RecoveryStrategy
-from .serde import Serializer
-from .stores import Store, connect
+from .safe import safe_execute
 
 __all__ = ["HEAD", "Branch", "Checkpoint", "Timeline", "TimelineError"]
 
 
-class Timeline(TimelineView):
+class Timeline(TimelineBase):
     """Checkpoints, rollback, branches and merges of an agent's state, kept in a store.
 
     One object is safe to share between threads (sync methods) and between the tasks of an
@@ -63,11 +62,7 @@ class Timeline(TimelineView):
         events: bool = True,
         load: bool = True,
     ) -> None:
-        super().__init__(name, serializer or Serializer())
-        self._owns_store = not isinstance(store, Store)
-        self.store: Store = store if isinstance(store, Store) else connect(store)
-        self._events = events
-        self._runner = FlowRunner(self.store, self._lock)
+        super().__init__(name, store, serializer=serializer, events=events)
         if load:
             self.refresh()
 
@@ -253,7 +248,7 @@ class Timeline(TimelineView):
         Each failed attempt is kept as a `failed` checkpoint and the head rolls back to the
         checkpoint of `state`; `strategy` (a `RecoveryStrategy`) may change the state before a
         retry (None from it stops retrying); `fallback` runs on a branch merged back with
-        `theirs`. See `agentrewind._safe.safe_execute` for the details.
+        `theirs`. See `agentrewind.timeline.safe.safe_execute` for the details.
 
         Returns:
             `(result, checkpoint)` where the checkpoint holds the result.

@@ -2,7 +2,7 @@
 
 The view holds the loaded checkpoints by id, the branch heads and the current branch. Reads
 (state, history, status, diff, tree...) are answered from it without touching the store; the
-writes in `agentrewind._timeline_ops` update it after their store write succeeded.
+writes in `agentrewind.timeline.ops` update it after their store write succeeded.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from . import _graph
-from ._checkpoint import HEAD, Branch, Checkpoint, TimelineError
-from ._diff import diff_states
-from ._tree import TreeNode, render_tree
-from .records import StepRecord
-from .serde import Serializer
+from ..diff import diff_states
+from ..records import StepRecord
+from ..serde import Serializer
+from ..tree import TreeNode, render_tree
+from . import graph as _graph
+from .checkpoint import HEAD, Branch, Checkpoint, TimelineError
 
 __all__ = ["TimelineView"]
 

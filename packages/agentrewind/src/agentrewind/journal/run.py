@@ -18,22 +18,19 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from ._call import Call, CallEvent
-from ._ids import new_id
-from ._lease import LeaseKeeper
-from .errors import (
+from ..errors import (
     DivergenceError,
     DivergenceWarning,
     IncompleteStepError,
     RunLockedError,
 )
-from .records import RunMetrics, StepRecord
-from .stores._base import make_lease_owner, retire_lease_owner
-
-if TYPE_CHECKING:
-    from .middleware import Middleware
+from ..ids import new_id
+from ..records import RunMetrics, StepRecord
+from ..stores._base import make_lease_owner, retire_lease_owner
+from .call import Call, CallEvent, JournalSettings
+from .lease import LeaseKeeper
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -50,7 +47,7 @@ class Run:
 
     def __init__(
         self,
-        middleware: Middleware,
+        middleware: JournalSettings,
         run_id: str | None = None,
         *,
         strict: bool = False,
@@ -97,7 +94,10 @@ class Run:
                 self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
         if records:
             self._last_step_id = records[-1].step_id
-        self._keeper = LeaseKeeper(self, self._lease_at)
+        store, run_id, owner, ttl = self.middleware.store, self.run_id, self.owner, self.lease_ttl
+        self._keeper = LeaseKeeper(
+            run_id, lambda: store.acquire_lease(run_id, owner, ttl).acquired, ttl, self._lease_at
+        )
         self._keeper.start()
 
     def _open(self) -> None:

@@ -6,17 +6,55 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from contextvars import ContextVar
+from typing import Any, Literal, Protocol
 
-from ._context import CURRENT_CALL
-from ._ids import new_id
-from .errors import RecordedStepError
-from .records import StepRecord
+from ..errors import RecordedStepError
+from ..ids import new_id
+from ..records import StepRecord
+from ..serde import Serializer
+from ..stores import Store
 
-if TYPE_CHECKING:
-    from .journal import Run
+__all__ = ["CURRENT_CALL", "Call", "CallEvent", "CallJournal", "JournalSettings"]
 
-__all__ = ["Call", "CallEvent"]
+Outcome = Literal["replayed", "executed", "failed", "skipped"]
+
+
+class JournalSettings(Protocol):
+    """What a run reads from its `Middleware`: where it records and how it encodes."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def serializer(self) -> Serializer: ...
+
+    @property
+    def record_failures(self) -> bool: ...
+
+
+class CallJournal(Protocol):
+    """The side of a `Run` that its calls write through (implemented by `agentrewind.Run`)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def middleware(self) -> JournalSettings: ...
+
+    def _record(
+        self,
+        call: Call,
+        status: Literal["started", "completed", "failed"],
+        output: Any,
+        meta: dict[str, Any],
+    ) -> StepRecord: ...
+
+    def _release(self, call: Call) -> None: ...
+
+    def _after_complete(self, call: Call, record: StepRecord) -> None: ...
+
+    def _note(self, call: Call, outcome: Outcome) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -26,7 +64,7 @@ class CallEvent:
     kind: str
     name: str
     key: str
-    outcome: Literal["replayed", "executed", "failed", "skipped"]
+    outcome: Outcome
 
 
 class Call:
@@ -54,7 +92,7 @@ class Call:
 
     def __init__(
         self,
-        run: Run,
+        run: CallJournal,
         kind: str,
         name: str,
         base: str,
@@ -187,3 +225,7 @@ class Call:
         record = self._failed_record(exc)
         if record is not None:
             await self.run.middleware.store.aput_step(record)
+
+
+CURRENT_CALL: ContextVar[Call | None] = ContextVar("agentrewind_call", default=None)
+"""The call executing now in this context (set by `Call.executing`)."""

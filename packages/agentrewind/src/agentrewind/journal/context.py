@@ -1,18 +1,18 @@
-"""Context variables: the active run and the call currently executing."""
+"""The run active in this context, and the idempotency key of the call executing now."""
 
 from __future__ import annotations
 
 import hashlib
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
-from .errors import AgentRewindError
+from ..errors import AgentRewindError
+from .call import CURRENT_CALL
+from .run import Run
 
-if TYPE_CHECKING:
-    from .journal import Call, Run
+__all__ = ["CURRENT_RUN", "current_run", "idempotency_key"]
 
 CURRENT_RUN: ContextVar[Run | None] = ContextVar("agentrewind_run", default=None)
-CURRENT_CALL: ContextVar[Call | None] = ContextVar("agentrewind_call", default=None)
+"""The run opened by the innermost `middleware.run()` (or a wrapped object) in this context."""
 
 
 def current_run() -> Run | None:

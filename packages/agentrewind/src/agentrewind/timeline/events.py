@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .stores import Store
+from ..stores import Store
 
 __all__ = [
     "Subscription",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._checkpoint import Checkpoint, TimelineError
-from ._flow import Flow, Locked
-from ._timeline_ops import commit_locked, emit
-
-if TYPE_CHECKING:
-    from .timeline import Timeline
+from .base import TimelineBase
+from .checkpoint import Checkpoint, TimelineError
+from .flow import Flow, Locked
+from .ops import commit_locked, emit
 
 __all__ = ["MERGE_STRATEGIES", "MergeStrategy", "deep_merge", "merge", "merge_states"]
 
@@ -84,7 +82,7 @@ def merge_states(
     )
 
 
-def _merge_locked(tl: Timeline, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
+def _merge_locked(tl: TimelineBase, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
     if source == tl.current_branch:
         raise TimelineError(f"cannot merge branch {source!r} into itself")
     theirs_id = tl._heads.get(source)
@@ -129,7 +127,7 @@ def _merge_locked(tl: Timeline, source: str, strategy: MergeStrategy) -> Flow[Ch
     return node
 
 
-def merge(tl: Timeline, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
+def merge(tl: TimelineBase, source: str, strategy: MergeStrategy) -> Flow[Checkpoint]:
     """`Timeline.merge`: write the merge checkpoint of branch `source` on the current branch."""
     node: Checkpoint = yield Locked(_merge_locked(tl, source, strategy))
     yield from emit(tl, "merge", node.branch)

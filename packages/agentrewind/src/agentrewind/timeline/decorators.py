@@ -1,142 +1,24 @@
-"""`safe_execute`, the `@agentrewind.step` decorator and `checkpoint_context` for timelines."""
+"""Timeline decorators: `@checkpointed`, `checkpoint_context`, and `get_timeline` by name."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from . import _timeline_ops as ops
-from ._checkpoint import Checkpoint
-from ._flow import Flow, UserCall, Wait
-from ._merge import merge
-from .errors import AgentRewindError
+from ..stores import Store
+from . import ops
+from .checkpoint import Checkpoint
+from .flow import Flow, UserCall
+from .safe import as_state, record_failure
+from .timeline import Timeline
 
-if TYPE_CHECKING:
-    from .recovery import RecoveryStrategy
-    from .stores import Store
-    from .timeline import Timeline
-
-__all__ = ["RecoveryError", "checkpoint_context", "get_timeline", "safe_execute", "step"]
+__all__ = ["CheckpointContext", "checkpoint_context", "checkpointed", "get_timeline"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class RecoveryError(AgentRewindError, RuntimeError):
-    """Every attempt (and the fallback) of a `safe_execute` or `@step` failed.
-
-    Attributes:
-        checkpoint_id: The checkpoint the timeline was rolled back to.
-        attempts: How many attempts ran.
-    """
-
-    def __init__(self, message: str, checkpoint_id: str, attempts: int) -> None:
-        super().__init__(message)
-        self.checkpoint_id = checkpoint_id
-        self.attempts = attempts
-
-
-def _as_state(result: Any) -> Any:
-    return result if isinstance(result, dict) else {"result": result}
-
-
-def _failed(
-    tl: Timeline, state: Any, description: str, exc: BaseException, attempt: int
-) -> Flow[Checkpoint]:
-    tl.metrics["errors_caught"] += 1
-    error = f"{type(exc).__name__}: {exc}"
-    return ops.checkpoint(
-        tl,
-        state,
-        {"operation": description, "status": "failed", "error": error, "attempt": attempt},
-        f"Failed (attempt {attempt}): {description}",
-        f"{description}:fail:{attempt}",
-        failed=True,
-    )
-
-
-def safe_execute(
-    tl: Timeline,
-    func: Callable[[Any], Any],
-    state: Any,
-    description: str = "",
-    max_retries: int = 3,
-    fallback: Callable[[Any], Any] | None = None,
-    strategy: RecoveryStrategy | None = None,
-) -> Flow[tuple[Any, Checkpoint]]:
-    """The flow of `Timeline.safe_execute` and `asafe_execute` (see there)."""
-    if max_retries < 1:
-        raise ValueError(f"max_retries must be >= 1, not {max_retries}")
-    pre = yield from ops.checkpoint(
-        tl,
-        state,
-        {"operation": description, "status": "attempting"},
-        f"Pre-execution: {description}",
-        description,
-    )
-    last: BaseException | None = None
-    attempts = 0
-    for attempt in range(max_retries):
-        attempts += 1
-        try:
-            result = yield UserCall(func, (copy.deepcopy(state),))
-        except Exception as exc:
-            last = exc
-            yield from _failed(tl, state, description, exc, attempt + 1)
-            yield from ops.rollback(tl, to_checkpoint_id=pre.id)
-            if strategy is not None and attempt + 1 < max_retries:
-                retry = strategy.plan(state, exc, attempt)
-                if retry is None:
-                    break
-                if retry.delay > 0:
-                    yield Wait(retry.delay, retry.sleep)
-                state = retry.state
-            continue
-        done = yield from ops.checkpoint(
-            tl,
-            _as_state(result),
-            {"operation": description, "status": "success", "attempt": attempt + 1},
-            f"Completed: {description}",
-            f"{description}:success",
-        )
-        return result, done
-    if fallback is None:
-        raise RecoveryError(
-            f"operation {description!r} failed after {attempts} attempt(s) "
-            f"(last error {type(last).__name__}: {last}); rolled back to checkpoint {pre.id}",
-            pre.id,
-            attempts,
-        ) from last
-    home = tl.current_branch
-    yield from ops.branch(tl, f"fallback-{pre.id[-8:]}", from_checkpoint_id=pre.id)
-    try:
-        result = yield UserCall(fallback, (copy.deepcopy(state),))
-    except Exception as exc:
-        yield from _failed(tl, state, f"{description} (fallback)", exc, attempts + 1)
-        yield from ops.switch_branch(tl, home)
-        raise RecoveryError(
-            f"operation {description!r} failed after {attempts} attempt(s) and its "
-            f"fallback failed too ({type(exc).__name__}: {exc}); the timeline is at "
-            f"checkpoint {pre.id}",
-            pre.id,
-            attempts,
-        ) from exc
-    yield from ops.checkpoint(
-        tl,
-        _as_state(result),
-        {"operation": description, "status": "fallback_success", "original_error": str(last)},
-        f"Fallback succeeded: {description}",
-        f"{description}:fallback",
-    )
-    explored = tl.current_branch
-    yield from ops.switch_branch(tl, home)
-    merged = yield from merge(tl, explored, "theirs")
-    tl.metrics["total_recoveries"] += 1
-    return result, merged
 
 
 # -- a registry for decorators that name their timeline ----------------------------------------
@@ -146,10 +28,7 @@ _REGISTRY_LOCK = threading.Lock()
 
 def get_timeline(name: str = "default", store: Store | str | None = None) -> Timeline:
     """Return the process-wide `Timeline` named `name` in `store`, opening it once."""
-    from .stores import Store as _Store
-    from .timeline import Timeline
-
-    where = store.url if isinstance(store, _Store) else str(store)
+    where = store.url if isinstance(store, Store) else str(store)
     with _REGISTRY_LOCK:
         tl = _REGISTRY.get((name, where))
         if tl is None:
@@ -184,7 +63,7 @@ def _step_flow(
         try:
             result = yield call
         except Exception as exc:
-            yield from _failed(tl, state, name, exc, attempt + 1)
+            yield from record_failure(tl, state, name, exc, attempt + 1)
             if auto_rollback:
                 yield from ops.rollback(tl, to_checkpoint_id=pre.id)
             if attempt + 1 >= max_retries:
@@ -196,12 +75,12 @@ def _step_flow(
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "attempt": attempt + 1,
         }
-        yield from ops.checkpoint(tl, _as_state(result), meta, f"After: {name}", f"{name}:done")
+        yield from ops.checkpoint(tl, as_state(result), meta, f"After: {name}", f"{name}:done")
         return result
-    raise AssertionError("unreachable: step() checks max_retries >= 1")  # pragma: no cover
+    raise AssertionError("unreachable: checkpointed() checks max_retries >= 1")  # pragma: no cover
 
 
-def step(
+def checkpointed(
     name: str | None = None,
     *,
     timeline: Timeline | str = "default",
@@ -290,7 +169,7 @@ class CheckpointContext:
         tl = self.timeline
         if exc is not None:
             if isinstance(exc, Exception):
-                yield from _failed(tl, self.state, self.description, exc, 1)
+                yield from record_failure(tl, self.state, self.description, exc, 1)
             yield from ops.rollback(tl, to_checkpoint_id=self.start.id)
             return
         self.end = yield from ops.checkpoint(

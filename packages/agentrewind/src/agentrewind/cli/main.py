@@ -9,13 +9,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cli_views as views
-from ._cli_views import dumps, open_store
-from ._tree import short_id
-from .document import DocumentError, RunNotFoundError, emit, export_run, import_run, parse
-from .errors import AgentRewindError
-from .records import RunMetrics
-from .stores import default_url
+from ..documents import (
+    DocumentError,
+    RunNotFoundError,
+    emit,
+    export_run,
+    import_run,
+    parse,
+)
+from ..errors import AgentRewindError
+from ..plugins import load_group
+from ..records import RunMetrics
+from ..stores import default_url
+from ..timeline import Timeline
+from ..tree import short_id
+from . import views as views
+from .demo import run_demo
+from .views import dumps, open_store
 
 
 def _when(ts: float) -> str:
@@ -23,8 +33,6 @@ def _when(ts: float) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ._demo import run_demo
-
     with open_store(args) as store:
         run_demo(store)
     return 0
@@ -64,8 +72,6 @@ def _cmd_log(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         source, steps = views.run_steps(store, args.run)
         if args.branch:
-            from .timeline import Timeline
-
             wanted = {c.id for c in Timeline(args.run, store=store, events=False).history(
                 args.branch, limit=args.limit or 1_000_000_000)}  # fmt: skip
             steps = [s for s in steps if s.step_id in wanted]
@@ -213,8 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="document path, or - for stdin")
     p.add_argument("--run-id", help="import under another run id")
     p.add_argument("--replace", action="store_true", help="replace an existing run")
-    from .plugins import load_group
-
     for register in load_group("agentrewind.cli_commands"):
         register(sub)
     return parser

@@ -8,10 +8,10 @@ import json
 import time
 from typing import Any
 
-from ._ids import new_id
-from .errors import AgentRewindError
-from .records import StepRecord
-from .serde import Serializer
+from ..errors import AgentRewindError
+from ..ids import new_id
+from ..records import StepRecord
+from ..serde import Serializer
 
 __all__ = [
     "HEAD",
@@ -132,6 +132,7 @@ def state_hash(tree: Any) -> str:
 
 
 def check_branch_name(name: str) -> None:
+    """Raise `TimelineError` for a name that cannot be a branch (empty, `HEAD`, too long)."""
     if not isinstance(name, str) or not name.strip() or name == HEAD or len(name) > 200:
         raise TimelineError(f"invalid branch name {name!r}: use a non-empty name other than HEAD")
 

@@ -1,6 +1,6 @@
 """A small JSON Schema (draft 2020-12 subset) checker that reports every error with its field.
 
-It interprets the schema file shipped in `agentrewind/schemas/`, so the file is the single
+It interprets the schema file shipped in `agentrewind/documents/schemas/`, so the file is the single
 source of truth. Supported keywords: type, enum, const, required, properties,
 additionalProperties, items, anyOf, minimum, maximum, minLength and local `$ref`s.
 """
@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from ._diff import join_path
+from ..diff import join_path
 
 __all__ = ["check", "load_schema"]
 
@@ -30,7 +30,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 @functools.cache
 def load_schema(name: str = "run-document.schema.json") -> dict[str, Any]:
     """Load a schema shipped in the package."""
-    text = resources.files("agentrewind").joinpath("schemas", name).read_text("utf-8")
+    text = resources.files("agentrewind.documents").joinpath("schemas", name).read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

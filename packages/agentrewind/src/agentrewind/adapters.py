@@ -1,0 +1,103 @@
+"""The public interface for adapter authors: everything an adapter may use from the core.
+
+An adapter (such as `agentrewind-langchain`) imports from here and from the top-level
+`agentrewind` namespace only, never from a private module, so a core release can reorganise
+its internals without breaking installed adapters. The names here follow the core's version
+policy: they change only in a minor release, with a deprecation first.
+
+What an adapter does, and where it finds it:
+
+- **Open or resume a run**: `Middleware.run(run_id)` returns a `RunContext` (`with` or
+  `async with`) that holds the run's lease; `current_run()` finds the run in progress.
+- **Record a call, or replay it**: `call = run.begin(kind, name, key_input)`; when `call.hit`,
+  return `call.value()`; else `call.start()`, run the real thing inside `call.executing()`,
+  then `call.complete(output, usage)` or `call.fail(exc)` (`a`-prefixed async twins).
+- **Keys and ids**: `Run.digest(value)` hashes a normalised input; `new_id()` makes a
+  time-ordered id.
+- **Codecs**: `register_codec(Codec(...))` teaches the serializer a framework type;
+  `Serializer.to_tree` / `from_tree` encode and decode values.
+- **Plugins** (entry points): `Adapter` for `agentrewind.adapters` (used by
+  `Middleware.wrap`), `RunSource` for `agentrewind.run_sources` (framework-native runs the CLI
+  lists), `CliRegistrar` for `agentrewind.cli_commands`, `Demo` for `agentrewind.demos`.
+- **Stores**: `Store` and `connect`; `SQLiteDatabase` and `apply_migrations`, the SQLite
+  connection helper and migration runner an adapter shares with the core store when it keeps
+  its own tables in the same file (as the LangGraph saver does).
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    AdapterNotFoundError,
+    AgentRewindError,
+    CorruptRecordError,
+    DivergenceError,
+    DivergenceWarning,
+    IncompleteStepError,
+    RecordedStepError,
+    RunLockedError,
+    SchemaVersionError,
+    SerializationError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .ids import new_id
+from .journal import (
+    Adapter,
+    Call,
+    CallEvent,
+    IncompletePolicy,
+    Middleware,
+    Run,
+    RunContext,
+    current_run,
+    idempotency_key,
+)
+from .plugins import CliRegistrar, Demo, RunSource, load_group
+from .records import RunInfo, RunMetrics, StepRecord
+from .serde import Codec, Serializer, register_codec
+from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
+from .stores.sqlite_db import SQLiteDatabase, apply_migrations
+
+__all__ = [
+    "Adapter",
+    "AdapterNotFoundError",
+    "AgentRewindError",
+    "Call",
+    "CallEvent",
+    "CliRegistrar",
+    "Codec",
+    "CorruptRecordError",
+    "Demo",
+    "DivergenceError",
+    "DivergenceWarning",
+    "IncompletePolicy",
+    "IncompleteStepError",
+    "MemoryStore",
+    "Middleware",
+    "RecordedStepError",
+    "Run",
+    "RunContext",
+    "RunInfo",
+    "RunLockedError",
+    "RunMetrics",
+    "RunSource",
+    "SQLiteDatabase",
+    "SQLiteStore",
+    "SchemaVersionError",
+    "SerializationError",
+    "Serializer",
+    "StepRecord",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
+    "StoreUnavailableError",
+    "apply_migrations",
+    "connect",
+    "current_run",
+    "default_url",
+    "idempotency_key",
+    "load_group",
+    "new_id",
+    "register_codec",
+]

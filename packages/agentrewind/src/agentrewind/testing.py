@@ -1,0 +1,280 @@
+"""The store conformance suite: the contract every `Store` must keep, as pytest tests.
+
+Any store, ours or a third party's, proves itself by subclassing `StoreConformance` in a test
+module and saying how to open it in a namespace; pytest then collects every contract test for
+it. Needs `pytest` (a test dependency, not a runtime one of agentrewind).
+
+Example:
+    ```python
+    import pytest
+    from agentrewind.testing import StoreConformance
+    from my_package import MyStore
+
+
+    class TestMyStore(StoreConformance):
+        def open_store(self, namespace: str) -> MyStore:
+            return MyStore("my://localhost", namespace=namespace)
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Literal
+
+import pytest
+
+from .records import RunMetrics, StepRecord
+from .stores import Store
+
+__all__ = ["StoreConformance", "make_record"]
+
+
+def make_record(
+    run_id: str,
+    key: str,
+    seq: int,
+    *,
+    status: Literal["started", "completed", "failed"] = "completed",
+    output: object = None,
+) -> StepRecord:
+    """A step record with `step_id` `id-<key>`, for store tests."""
+    now = time.time()
+    return StepRecord(
+        run_id=run_id,
+        step_id=f"id-{key}",
+        key=key,
+        kind="custom",
+        name=key,
+        status=status,
+        seq=seq,
+        output=output,
+        meta={"n": seq},
+        created_at=now,
+        updated_at=now,
+    )
+
+
+rec = make_record
+
+
+class StoreConformance:
+    """Contract tests for a `Store`; subclass it and override `open_store`.
+
+    Each test opens the store in a fresh namespace (`open_store`) and closes it after
+    (`close_store`, which may also delete what the test left behind).
+    """
+
+    def open_store(self, namespace: str) -> Store:
+        """Open the store under test in `namespace` (override this)."""
+        raise NotImplementedError("override open_store(namespace) in your conformance subclass")
+
+    def close_store(self, store: Store, namespace: str) -> None:
+        """Close a store `open_store` returned; override to also remove its data."""
+        store.close()
+
+    @pytest.fixture
+    def namespace(self) -> str:
+        """A namespace no other test uses."""
+        return f"conformance-{uuid.uuid4().hex[:12]}"
+
+    @pytest.fixture
+    def store(self, namespace: str) -> Iterator[Store]:
+        """The store under test, opened in a fresh namespace."""
+        opened = self.open_store(namespace)
+        try:
+            yield opened
+        finally:
+            self.close_store(opened, namespace)
+
+    # -- steps ------------------------------------------------------------------------------
+    def test_steps_round_trip_in_seq_order(self, store: Store) -> None:
+        store.put_steps([rec("r", "b", 2, output={"x": [1, 2]}), rec("r", "a", 1, output="one")])
+        store.put_step(rec("r", "c", 3, status="started"))
+        steps = store.load_steps("r")
+        assert [s.key for s in steps] == ["a", "b", "c"]
+        assert steps[1].output == {"x": [1, 2]}
+        assert steps[2].status == "started"
+        assert store.get_step("r", "id-b") == steps[1]
+        assert store.get_step("r", "missing") is None
+        assert store.load_steps("other") == []
+
+    def test_upsert_replaces_by_key(self, store: Store) -> None:
+        store.put_step(rec("r", "a", 1, status="started"))
+        store.put_step(rec("r", "a", 1, status="completed", output=42))
+        steps = store.load_steps("r")
+        assert len(steps) == 1 and steps[0].status == "completed" and steps[0].output == 42
+
+    def test_get_step_by_a_replaced_step_id_finds_nothing(self, store: Store) -> None:
+        store.put_step(rec("r", "a", 1))
+        second = rec("r", "a", 1)
+        second.step_id = "id-new"
+        store.put_step(second)  # same key, new step id
+        assert store.get_step("r", "id-a") is None
+        found = store.get_step("r", "id-new")
+        assert found is not None and found.step_id == "id-new"
+
+    # -- runs -------------------------------------------------------------------------------
+    def test_runs_listing_status_and_metrics(self, store: Store) -> None:
+        store.begin_run("r1")
+        time.sleep(0.01)
+        store.begin_run("r2")
+        store.end_run("r1", "failed", RunMetrics(steps=2, failures=1, seconds_saved=0.5))
+        store.begin_run("r1")
+        store.end_run("r1", "completed", RunMetrics(steps=1, replay_hits=2, tokens_saved=30))
+        runs = store.list_runs()
+        assert [r.run_id for r in runs] == ["r1", "r2"]  # r1 updated last
+        r1 = store.get_run("r1")
+        assert r1 is not None and r1.status == "completed"
+        assert r1.metrics == RunMetrics(
+            steps=3, replay_hits=2, seconds_saved=0.5, tokens_saved=30, failures=1
+        )
+        assert store.list_runs(limit=1)[0].run_id == "r1"
+        assert store.get_run("nope") is None
+
+    def test_delete_run_removes_everything(self, store: Store) -> None:
+        store.begin_run("r")
+        store.put_step(rec("r", "a", 1))
+        store.set_head("r", "main", "id-a")
+        assert store.delete_run("r") is True
+        assert store.get_run("r") is None
+        assert store.load_steps("r") == []
+        assert store.get_heads("r") == {}
+        assert store.delete_run("r") is False
+
+    # -- heads ------------------------------------------------------------------------------
+    def test_heads(self, store: Store) -> None:
+        store.set_head("r", "main", "s1")
+        store.set_head("r", "alt", "s2")
+        store.set_head("r", "main", "s3")
+        assert store.get_heads("r") == {"main": "s3", "alt": "s2"}
+        store.set_head("r", "alt", None)
+        assert store.get_heads("r") == {"main": "s3"}
+
+    def test_put_steps_moves_heads_atomically(self, store: Store) -> None:
+        store.put_steps([rec("r", "a", 1), rec("r", "b", 2)], heads={"main": "id-b", "alt": "id-a"})
+        assert store.get_heads("r") == {"main": "id-b", "alt": "id-a"}
+        assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+        with pytest.raises(ValueError, match="exactly one run"):
+            store.put_steps([rec("r", "c", 3), rec("other", "d", 1)], heads={"main": "id-c"})
+
+    # -- namespaces -------------------------------------------------------------------------
+    def test_namespaces_are_isolated(self, namespace: str) -> None:
+        a = self.open_store(f"{namespace}-a")
+        b = self.open_store(f"{namespace}-b")
+        try:
+            a.begin_run("shared-id")
+            a.put_step(rec("shared-id", "k", 1, output="from a"))
+            a.set_head("shared-id", "main", "id-k")
+            assert b.get_run("shared-id") is None
+            assert b.load_steps("shared-id") == []
+            assert b.get_heads("shared-id") == {}
+            assert b.list_runs() == []
+            assert b.acquire_lease("shared-id", "other", 5).acquired
+            assert a.acquire_lease("shared-id", "mine", 5).acquired
+            b.release_lease("shared-id", "other")
+            a.release_lease("shared-id", "mine")
+            assert a.delete_run("shared-id") is True
+            b.delete_run("shared-id")
+        finally:
+            self.close_store(a, f"{namespace}-a")
+            self.close_store(b, f"{namespace}-b")
+
+    # -- retention --------------------------------------------------------------------------
+    def test_ttl_expires_run_and_is_refreshed_by_writes(self, store: Store) -> None:
+        store.begin_run("r", ttl=0.6)
+        store.put_step(rec("r", "a", 1))
+        info = store.get_run("r")
+        assert info is not None and info.expires_at is not None
+        time.sleep(0.4)
+        store.put_step(rec("r", "b", 2))  # refreshes the TTL
+        time.sleep(0.4)
+        assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+        time.sleep(0.5)
+        assert store.get_run("r") is None
+        assert store.load_steps("r") == []
+        assert "r" not in [r.run_id for r in store.list_runs()]
+
+    def test_set_ttl_none_keeps_run(self, store: Store) -> None:
+        store.begin_run("r", ttl=0.3)
+        store.set_ttl("r", None)
+        time.sleep(0.5)
+        info = store.get_run("r")
+        assert info is not None and info.expires_at is None
+
+    def test_prune_keep_last_and_older_than(self, store: Store) -> None:
+        for i in range(5):
+            store.begin_run(f"r{i}")
+            store.put_step(rec(f"r{i}", "a", 1))
+            time.sleep(0.01)
+        assert store.prune(keep_last=3) == 2
+        assert sorted(r.run_id for r in store.list_runs()) == ["r2", "r3", "r4"]
+        time.sleep(0.3)
+        store.put_step(rec("r4", "b", 2))
+        assert store.prune(older_than=0.2) == 2
+        assert [r.run_id for r in store.list_runs()] == ["r4"]
+
+    # -- leases -----------------------------------------------------------------------------
+    def test_lease_exclusive_reentrant_release(self, store: Store) -> None:
+        assert store.acquire_lease("r", "owner-a", 5).acquired
+        assert store.acquire_lease("r", "owner-a", 5).acquired  # renewal
+        refused = store.acquire_lease("r", "owner-b", 5)
+        assert not refused.acquired and refused[1] == "owner-a" and 0 < refused[2] <= 5
+        store.release_lease("r", "owner-b")  # not the holder: no effect
+        assert not store.acquire_lease("r", "owner-b", 5).acquired
+        store.release_lease("r", "owner-a")
+        assert store.acquire_lease("r", "owner-b", 5).acquired
+
+    def test_lease_expiry_allows_takeover(self, store: Store) -> None:
+        assert store.acquire_lease("r", "owner-a", 0.2).acquired
+        assert not store.acquire_lease("r", "owner-b", 5).acquired
+        time.sleep(0.3)
+        assert store.acquire_lease("r", "owner-b", 5).acquired
+
+    def test_lease_of_dead_local_process_is_taken_over(self, store: Store) -> None:
+        proc = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        dead_owner = f"{socket.gethostname()}:{proc.stdout.strip()}:abcd"
+        assert store.acquire_lease("r", dead_owner, 60).acquired
+        assert store.acquire_lease("r", "owner-b", 5).acquired
+        live_owner = f"{socket.gethostname()}:{os.getppid()}:abcd"  # alive: our parent
+        assert store.acquire_lease("r2", live_owner, 60).acquired
+        assert not store.acquire_lease("r2", "owner-b", 5).acquired
+
+    # -- async ------------------------------------------------------------------------------
+    def test_async_twins(self, store: Store) -> None:
+        asyncio.run(self._async_twins(store))
+
+    async def _async_twins(self, store: Store) -> None:
+        info = await store.abegin_run("r")
+        assert info.status == "running"
+        await store.aput_steps([rec("r", "a", 1, output=[1]), rec("r", "b", 2)])
+        await store.aput_step(rec("r", "c", 3))
+        assert [s.key for s in await store.aload_steps("r")] == ["a", "b", "c"]
+        found = await store.aget_step("r", "id-a")
+        assert found is not None and found.output == [1]
+        await store.aset_head("r", "main", "id-c")
+        assert await store.aget_heads("r") == {"main": "id-c"}
+        assert (await store.aacquire_lease("r", "o", 5)).acquired
+        await store.arelease_lease("r", "o")
+        await store.aend_run("r", "completed", RunMetrics(steps=3))
+        run = await store.aget_run("r")
+        assert run is not None and run.metrics.steps == 3
+        assert [r.run_id for r in await store.alist_runs()] == ["r"]
+        await store.aset_ttl("r", None)
+        # many concurrent writers through the async API do not serialise into errors
+        await asyncio.gather(*(store.aput_step(rec("r", f"k{i}", 10 + i)) for i in range(20)))
+        assert len(await store.aload_steps("r")) == 23
+        assert await store.aprune(keep_last=0) == 1
+        assert await store.adelete_run("r") is False
