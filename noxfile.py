@@ -27,7 +27,7 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
-    sync(session, "redis", groups=("lint",))
+    sync(session, "redis", groups=("lint", "test"))  # test: agentrewind.testing uses pytest
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")

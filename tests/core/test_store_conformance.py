@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import pytest
 
 import agentrewind
@@ -14,16 +12,17 @@ from redis_support import cleanup_redis
 
 class TestStoreConformance(StoreConformance):
     @pytest.fixture(autouse=True)
-    def _backend(self, store_url: str) -> None:
+    def _backend(self, store_url: str, request: pytest.FixtureRequest) -> None:
         # store_url is parametrised over every backend (tests/conftest.py); keep its base
         self.base = store_url.partition("?")[0]
+        self.kind = request.node.callspec.params["store_url"]
 
     def open_store(self, namespace: str) -> Store:
         return agentrewind.connect(self.base, namespace=namespace)
 
     def close_store(self, store: Store, namespace: str) -> None:
         store.close()
-        if urlsplit(self.base).scheme.startswith("redis"):
+        if self.kind == "redis":  # the cluster is a throwaway server of this test session
             cleanup_redis(self.base, namespace)
 
 
