@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
@@ -56,7 +57,22 @@ def tool_call(i: int) -> Any:
     return add.invoke({"a": i, "b": 1})
 
 
-CASES: dict[str, Callable[[int], Any]] = {"chat model.invoke": chat_call, "tool.invoke": tool_call}
+HISTORY = [
+    HumanMessage(f"question {i}: " + "words " * 30) if i % 2 == 0 else AIMessage("an answer " * 30)
+    for i in range(199)
+]
+
+
+def chat_with_history(i: int) -> Any:
+    """An agent's turn: the same 199-message history plus one new question (200 messages)."""
+    return MODEL.invoke([*HISTORY, HumanMessage(f"question {i}")])
+
+
+CASES: dict[str, Callable[[int], Any]] = {
+    "chat model.invoke": chat_call,
+    "chat, 200 messages": chat_with_history,
+    "tool.invoke": tool_call,
+}
 
 
 def timed_body(fn: Callable[[int], Any], n: int, out: list[float]) -> Callable[[Any], None]:
@@ -181,7 +197,11 @@ def main() -> None:
                 parts.append(f"{label} replay {row[f'{label} replay'] - base:+.1f}")
         print(f"  {name:<18} " + ", ".join(parts))
     print("\nthe core journal alone in the same run (benchmarks/core_bench.py's workload, us):")
-    writes = {"chat model.invoke": "1 write", "tool.invoke": "2 writes"}
+    writes = {
+        "chat model.invoke": "1 write",
+        "chat, 200 messages": "1 write",
+        "tool.invoke": "2 writes",
+    }
     for label in GOALS:
         if not core[label]["1 write"]:
             continue
@@ -192,6 +212,18 @@ def main() -> None:
                 own = median_us(core[label][writes[name]])
                 adapter = row[f"{label} record"] - row["unwrapped"] - own
                 print(f"    {name:<18} adapter's share of the record overhead {adapter:+.1f}")
+    print("\nhistory length (goal: record overhead at 200 messages <= 1.3x at 1; replay <= 50 us):")
+    short, long = rows["chat model.invoke"], rows["chat, 200 messages"]
+    for label in GOALS:
+        if f"{label} record" not in long:
+            continue
+        one = short[f"{label} record"] - short["unwrapped"]
+        many = long[f"{label} record"] - long["unwrapped"]
+        print(
+            f"  {label:<7} record overhead 1 msg {one:.1f}, 200 msgs {many:.1f}: "
+            f"{many / one:.2f}x; replay 1 msg {short[f'{label} replay']:.1f} us, "
+            f"200 msgs {long[f'{label} replay']:.1f} us"
+        )
 
 
 if __name__ == "__main__":

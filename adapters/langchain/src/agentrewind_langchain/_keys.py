@@ -10,6 +10,11 @@ A key is the blake2b digest of one canonical JSON text, written by `json.dumps` 
 journal hashes that short digest instead of walking the messages again. The model part of a
 chat key (`_get_llm_string`) is cached per model instance until one of its fields is
 reassigned; LangChain itself caches the serialized model for its LLM cache the same way.
+
+A chat key hashes the digests of its messages, not the messages: each message's digest is
+cached per message object until one of its fields is reassigned, so an agent's growing history
+costs each message's canonical text once, and a call pays only for its new messages (a
+200-message history is a list of 200 cached digests, not 200 messages to walk again).
 """
 
 from __future__ import annotations
@@ -25,7 +30,15 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 
-__all__ = ["canonical", "chat_key", "llm_string", "site_name", "tool_input_view", "tool_key"]
+__all__ = [
+    "canonical",
+    "chat_key",
+    "llm_string",
+    "message_digest",
+    "site_name",
+    "tool_input_view",
+    "tool_key",
+]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _ID_FIELDS = frozenset(("id", "tool_call_id"))
@@ -133,6 +146,36 @@ llm_string = _LLMStrings().get
 """The model part of a chat key (its `_get_llm_string()` without call arguments), cached."""
 
 
+class _MessageDigests:
+    """The digest of `message_key(m)` per message object, kept while its fields are the same.
+
+    An entry holds the message weakly and its field values strongly (so a reassigned field is
+    a new object, never a recycled address); the values are compared with `==`, which is an
+    identity check for unchanged fields and a value check otherwise: equal fields make an
+    equal key view, so the cached digest stays right.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[BaseMessage], tuple[Any, ...], bytes]] = {}
+
+    def get(self, message: BaseMessage) -> bytes:
+        values = tuple(message.__dict__.values())
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0]() is message and entry[1] == values:
+            return entry[2]
+        text = canonical(message_key(message))
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        if len(self._entries) >= _MESSAGE_CACHE_LIMIT:
+            self._entries.clear()
+        self._entries[id(message)] = (weakref.ref(message), values, digest)
+        return digest
+
+
+_MESSAGE_CACHE_LIMIT = 65_536
+message_digest = _MessageDigests().get
+"""The 16-byte digest of one message's key view (`message_key`), cached per message object."""
+
+
 def chat_key(
     llm: str, messages: Sequence[BaseMessage], params: Any = None, extra: Any = None
 ) -> str:
@@ -144,7 +187,10 @@ def chat_key(
         params: Call arguments (`stop`, bound tools, settings).
         extra: Anything else that changes the request (agent tools, response format).
     """
-    return _digest(canonical([llm, params, [message_key(m) for m in messages], extra]))
+    # message digests are 16 bytes each, so their concatenation is unambiguous
+    digest = hashlib.blake2b(canonical([llm, params, extra]).encode(), digest_size=16)
+    digest.update(b"".join(map(message_digest, messages)))
+    return digest.hexdigest()
 
 
 class _InjectedArgs:
