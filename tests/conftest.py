@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from postgres_support import (
+    POSTGRES_URL,
+    create_scratch_database,
+    drop_scratch_database,
+    postgres_required,
+    postgres_up,
+)
 from redis_support import RedisServer, _redis_up, cleanup_redis
 
 REDIS_URL = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -42,6 +49,30 @@ def redis_url() -> str:
             f"no Redis server at {host}:{port} (set AGENTREWIND_TEST_REDIS to use another)"
         )
     return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A scratch database (`agentrewind_test_<pid>_<rand>`) on the test server, dropped after.
+
+    Skips when no server answers, unless AGENTREWIND_REQUIRE_POSTGRES=1 (set by .ci/run).
+    """
+    reason = ""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = 'psycopg is not installed (the "postgres" extra)'
+    if not reason and not postgres_up():
+        reason = f"no PostgreSQL server at {POSTGRES_URL} (set AGENTREWIND_TEST_POSTGRES)"
+    if reason:
+        if postgres_required():
+            pytest.fail(f"{reason} (AGENTREWIND_REQUIRE_POSTGRES=1: Postgres tests may not skip)")
+        pytest.skip(reason)
+    url, name = create_scratch_database()
+    try:
+        yield url
+    finally:
+        drop_scratch_database(name)
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +147,15 @@ def namespace() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        "redis",
+        "redis-cluster",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
     """A store URL for each backend, in a fresh namespace; cleaned up afterwards."""
     kind = request.param
@@ -128,6 +167,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) ->
         url = request.getfixturevalue("redis_url")
         yield f"{url}?namespace={namespace}"
         cleanup_redis(url, namespace)
+    elif kind == "postgres":
+        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
     else:
         url = request.getfixturevalue("redis_cluster")
         yield f"{url}?namespace={namespace}"

@@ -26,10 +26,13 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
 
     Args:
         url: `memory://[name]`, `sqlite:///relative.db`, `sqlite:////absolute.db`,
-            `redis://[user:pw@]host:port/db`, `rediss://...` (TLS). A Redis server with cluster
+            `redis://[user:pw@]host:port/db`, `rediss://...` (TLS),
+            `postgresql://user:pw@host:port/db` (or `postgres://`). A Redis server with cluster
             mode on is detected and used as a cluster. Query parameters: `namespace`; for SQLite
             `durability=full|normal` and `busy_timeout` (seconds); for Redis `prefix` and
-            `cluster=1`. Default: `$AGENTREWIND_STORE`, else `sqlite:///.agentrewind/agentrewind.db`.
+            `cluster=1`; for PostgreSQL `schema`, `durability=full|normal`, `max_size`,
+            `pipeline=0`, `prepare_threshold` (other parameters go to libpq). Default:
+            `$AGENTREWIND_STORE`, else `sqlite:///.agentrewind/agentrewind.db`.
         namespace: Overrides the URL's namespace (default `default`).
         **options: Backend keyword arguments (`durability`, `busy_timeout`, `socket_timeout`...).
 
@@ -38,7 +41,7 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
 
     Raises:
         ValueError: Unknown scheme.
-        StoreUnavailableError: Redis cannot be reached.
+        StoreUnavailableError: Redis or PostgreSQL cannot be reached.
         SchemaVersionError: The store was written by a newer agentrewind.
     """
     url = url or default_url()
@@ -71,6 +74,11 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
             options.setdefault("cluster", True)
             url = url.replace("+cluster", "", 1)
         return RedisStore.from_url(url, namespace=ns, **options)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresStore
+
+        return PostgresStore.from_url(url, namespace=ns, **options)
     raise ValueError(
-        f"unknown store URL {url!r}: use memory://, sqlite:///path, redis:// or rediss://"
+        f"unknown store URL {url!r}: use memory://, sqlite:///path, redis://, rediss:// "
+        "or postgresql://"
     )

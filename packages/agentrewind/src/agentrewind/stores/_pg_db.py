@@ -1,0 +1,277 @@
+"""PostgreSQL connection handling shared by the store and the LangGraph saver.
+
+A `psycopg_pool.ConnectionPool` (or the caller's own pool or connection), autocommit
+connections and no session state: every table name is schema-qualified, nothing is `SET`
+outside a transaction and prepared statements are off by default, so the store works behind
+PgBouncer in transaction mode. A logical write is a list of statements sent in one pipeline
+inside one transaction: one network round trip and one commit. A connection the server
+dropped (restart, idle timeout) is replaced and the operation tried once more; psycopg
+errors come out as agentrewind errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
+
+try:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised in a session without psycopg
+    raise ImportError(
+        'the PostgreSQL store needs psycopg 3: pip install "agentrewind[postgres]"'
+    ) from exc
+
+__all__ = ["PostgresDatabase", "Statement", "redact"]
+
+T = TypeVar("T")
+Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
+"""One SQL statement and its parameters."""
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+
+
+def redact(url: str) -> str:
+    """Return `url` with any password replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def quote_schema(schema: str) -> str:
+    """The schema name as a quoted SQL identifier; refuses anything but a plain name."""
+    if not _IDENT.match(schema):
+        raise ValueError(f"schema must be a plain SQL name (letters, digits, _), not {schema!r}")
+    return f'"{schema}"'
+
+
+class PostgresDatabase:
+    """Connections to one PostgreSQL database.
+
+    Args:
+        conninfo: A libpq URL or key=value string (ignored when `pool` or `connection` is given).
+        pool: A `psycopg_pool.ConnectionPool` of the caller's (left open on `close`).
+        connection: A `psycopg.Connection` of the caller's, used under a lock (left open).
+        max_size: Most connections of the pool this object opens.
+        prepare_threshold: psycopg's `prepare_threshold` for the pool's connections; None
+            (default) never prepares, which PgBouncer's transaction mode needs.
+        pipeline: Send a write's statements in one pipeline (one round trip); False sends
+            them one by one inside the transaction (for poolers that reject pipelines).
+        connect_timeout: Seconds to wait for a connection before `StoreUnavailableError`.
+    """
+
+    def __init__(
+        self,
+        conninfo: str | None = None,
+        *,
+        pool: Any = None,
+        connection: Any = None,
+        max_size: int = 8,
+        prepare_threshold: int | None = None,
+        pipeline: bool = True,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.url = redact(conninfo or "") if conninfo else "postgresql://(caller's connection)"
+        self.pipeline = pipeline
+        self.connect_timeout = connect_timeout
+        self._conn: Any = connection
+        self._conn_lock = threading.RLock()
+        self._owns_pool = pool is None and connection is None
+        if self._owns_pool:
+            if not conninfo:
+                raise ValueError("PostgresDatabase needs a conninfo URL, a pool or a connection")
+            try:
+                pool = ConnectionPool(
+                    conninfo,
+                    min_size=1,
+                    max_size=max_size,
+                    kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+                    timeout=connect_timeout,
+                    open=False,
+                    name="agentrewind",
+                )
+                pool.open(wait=True, timeout=connect_timeout)
+            except psycopg.Error as exc:
+                raise self._unavailable(exc) from exc
+            except Exception as exc:  # PoolTimeout: the server never answered
+                with contextlib.suppress(Exception):
+                    pool.close(timeout=0)
+                raise StoreUnavailableError(
+                    f"PostgreSQL at {self.url} is unreachable ({type(exc).__name__}: {exc})"
+                ) from exc
+        elif pool is not None:
+            self.url = redact(getattr(pool, "conninfo", "") or self.url)
+        self.pool: Any = pool
+        self._closed = False
+
+    # -- errors ----------------------------------------------------------------------------
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"PostgreSQL at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
+            "the operation was not applied"
+        )
+
+    def translate(self, exc: BaseException) -> StoreError:
+        """The agentrewind error for a psycopg (or pool) error."""
+        if isinstance(exc, StoreError):
+            return exc
+        if isinstance(exc, psycopg.errors.RaiseException) and "agentrewind:" in str(exc):
+            return StoreError(str(exc).split("\n", 1)[0])
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            return self._unavailable(exc)
+        if type(exc).__name__ == "PoolTimeout":
+            return StoreUnavailableError(
+                f"no connection to PostgreSQL at {self.url} within {self.connect_timeout}s"
+            )
+        return StoreError(f"PostgreSQL at {self.url}: {type(exc).__name__}: {exc}")
+
+    # -- connections -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A connection for one operation (from the pool, or the caller's under a lock)."""
+        if self._closed:
+            raise StoreError(f"PostgreSQL store {self.url} is closed")
+        if self._conn is not None:
+            with self._conn_lock:
+                yield self._conn
+            return
+        with self.pool.connection(timeout=self.connect_timeout) as conn:
+            yield conn
+
+    def call(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn(conn)`; a dropped connection is replaced and `fn` run once more.
+
+        Every operation of the stores is idempotent (upserts, deletes, reads), so running
+        one again after the server closed the connection under it cannot apply it twice.
+        """
+        for attempt in (0, 1):
+            try:
+                with self.connection() as conn:
+                    return fn(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if attempt == 0 and self._conn is None and _dropped(exc):
+                    continue
+                raise self.translate(exc) from exc
+            except psycopg.Error as exc:
+                raise self.translate(exc) from exc
+            except StoreError:
+                raise
+            except Exception as exc:
+                if type(exc).__name__ == "PoolTimeout":
+                    raise self.translate(exc) from exc
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- statements --------------------------------------------------------------------------
+    def run(self, statements: Sequence[Statement], *, fetch: int | None = None) -> list[Any]:
+        """Run `statements` in one transaction (one pipeline: one round trip, one commit).
+
+        Args:
+            statements: The statements, in order.
+            fetch: Index of the statement whose rows are returned (None: no rows).
+
+        Returns:
+            The rows of statement `fetch`, or [].
+        """
+
+        def txn(conn: Any) -> list[Any]:
+            return self.run_in(conn, statements, fetch=fetch)
+
+        return self.call(txn)
+
+    def run_in(
+        self, conn: Any, statements: Sequence[Statement], *, fetch: int | None = None
+    ) -> list[Any]:
+        """`run` on a connection the caller holds."""
+        cursors = []
+        if self.pipeline and self._conn is None:
+            with conn.pipeline(), conn.transaction():
+                cursors = [conn.execute(sql, params) for sql, params in statements]
+        else:
+            with conn.transaction():
+                cursors = [conn.execute(sql, params) for sql, params in statements]
+        return [] if fetch is None else list(cursors[fetch].fetchall())
+
+    def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
+        """Rows of one read-only query."""
+
+        def read(conn: Any) -> list[Any]:
+            if conn.autocommit:
+                return list(conn.execute(sql, params).fetchall())
+            with conn.transaction():
+                return list(conn.execute(sql, params).fetchall())
+
+        return self.call(read)
+
+    def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        """The first row of one read-only query, or None."""
+        rows = self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    def migrate(
+        self,
+        table: str,
+        migrations: Sequence[Sequence[str]],
+        version: int,
+        too_new: Callable[[int], Exception],
+    ) -> None:
+        """Bring a set of tables to `version` in one transaction (serialised by a lock).
+
+        `table` (schema-qualified) holds the version; `migrations[i]` takes the tables from
+        version `i` to `i + 1`. A database at a newer version raises `too_new(current)` and
+        is left unchanged. Concurrent migrators wait on a transaction-scoped advisory lock.
+        """
+
+        def txn(conn: Any) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
+                row = conn.execute(f"SELECT max(version) FROM {table}").fetchone()
+                current = 0 if row is None or row[0] is None else int(row[0])
+                if current > version:
+                    raise too_new(current)
+                if current < version:
+                    for statements in migrations[current:version]:
+                        for statement in statements:
+                            conn.execute(statement)
+                    conn.execute(f"DELETE FROM {table}")
+                    conn.execute(f"INSERT INTO {table} (version) VALUES (%s)", (version,))
+
+        try:
+            self.call(txn)
+        except SchemaVersionError:
+            raise
+
+    def close(self) -> None:
+        """Close the pool if this object opened it (a caller's pool or connection stays open)."""
+        self._closed = True
+        if self._owns_pool and self.pool is not None:
+            with contextlib.suppress(Exception):
+                self.pool.close(timeout=1.0)
+
+
+def _dropped(exc: BaseException) -> bool:
+    """True when the error means the connection is gone (worth one retry on a fresh one)."""
+    text = str(exc).lower()
+    return any(
+        s in text
+        for s in (
+            "server closed the connection",
+            "connection is closed",
+            "the connection is lost",
+            "terminating connection",
+            "consuming input failed",
+            "ssl connection has been closed",
+            "connection reset",
+            "eof detected",
+            "bad connection",
+        )
+    )

@@ -1,0 +1,129 @@
+"""SQL text of the PostgreSQL store, kept in one place.
+
+`{s}` stands for the quoted schema name (`render` fills it in), so every table is
+schema-qualified and nothing depends on the session's `search_path` (PgBouncer-safe).
+Times are epoch seconds from the writer's clock, as in the SQLite store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+V1 = [
+    "CREATE SCHEMA IF NOT EXISTS {s}",
+    """CREATE TABLE IF NOT EXISTS {s}.ar_runs (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        ttl DOUBLE PRECISION, expires_at DOUBLE PRECISION,
+        metrics JSONB NOT NULL DEFAULT '{}'::jsonb,
+        PRIMARY KEY (ns, run_id))""",
+    "CREATE INDEX IF NOT EXISTS ar_runs_updated ON {s}.ar_runs (ns, updated_at)",
+    "CREATE INDEX IF NOT EXISTS ar_runs_expires ON {s}.ar_runs (ns, expires_at) WHERE expires_at IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS {s}.ar_steps (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, key TEXT NOT NULL, step_id TEXT NOT NULL,
+        seq BIGINT NOT NULL, data BYTEA NOT NULL,
+        PRIMARY KEY (ns, run_id, key))""",
+    "CREATE INDEX IF NOT EXISTS ar_steps_id ON {s}.ar_steps (ns, run_id, step_id)",
+    """CREATE TABLE IF NOT EXISTS {s}.ar_heads (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, branch TEXT NOT NULL, step_id TEXT NOT NULL,
+        PRIMARY KEY (ns, run_id, branch))""",
+    """CREATE TABLE IF NOT EXISTS {s}.ar_leases (
+        ns TEXT NOT NULL, run_id TEXT NOT NULL, owner TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (ns, run_id))""",
+    # The fence for lease-checked writes: the first statement of a write transaction calls it.
+    # It locks the lease row (FOR SHARE: a takeover waits for the write to commit) and raises
+    # when `owner` no longer holds the lease, which rolls the whole transaction back.
+    """CREATE OR REPLACE FUNCTION {s}.ar_fence(p_ns TEXT, p_run TEXT, p_owner TEXT)
+    RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM {s}.ar_leases
+            WHERE ns = p_ns AND run_id = p_run AND owner = p_owner FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'agentrewind: lease of run % is no longer held by %', p_run, p_owner
+                USING ERRCODE = 'P0001';
+        END IF;
+    END $$""",
+]
+MIGRATIONS: list[list[str]] = [V1]
+
+# A run whose TTL ran out but that `prune` has not purged yet must not come back to life when
+# its id is written again (its steps would replay): these drop it first, in the same write.
+_EXPIRED = """EXISTS (SELECT 1 FROM {s}.ar_runs r WHERE r.ns = t.ns AND r.run_id = t.run_id
+    AND r.expires_at < %(now)s)"""
+DROP_EXPIRED = [
+    f"DELETE FROM {{s}}.ar_steps t WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND {_EXPIRED}",
+    f"DELETE FROM {{s}}.ar_heads t WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND {_EXPIRED}",
+    """DELETE FROM {s}.ar_runs WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)
+        AND expires_at < %(now)s""",
+]
+
+RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
+UPSERT_RUN = f"""INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl,
+        expires_at)
+    VALUES (%(ns)s, %(run)s, 'running', %(now)s, %(now)s, %(ttl)s, %(now)s + %(ttl)s)
+    ON CONFLICT (ns, run_id) DO UPDATE SET status = 'running', updated_at = %(now)s,
+        ttl = coalesce(%(ttl)s, r.ttl), expires_at = %(now)s + coalesce(%(ttl)s, r.ttl)
+    RETURNING {RUN_COLUMNS}"""
+TOUCH_RUNS = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at)
+    SELECT %(ns)s, u, 'running', %(now)s, %(now)s FROM unnest(%(runs)s::text[]) AS u
+    ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = %(now)s, expires_at = %(now)s + r.ttl"""
+# Adds the metrics field by field in SQL, so ending a run is one statement.
+END_RUN = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at, metrics)
+    VALUES (%(ns)s, %(run)s, %(status)s, %(now)s, %(now)s, %(metrics)s::jsonb)
+    ON CONFLICT (ns, run_id) DO UPDATE SET status = %(status)s, updated_at = %(now)s,
+        expires_at = %(now)s + r.ttl,
+        metrics = (SELECT coalesce(jsonb_object_agg(coalesce(a.key, b.key),
+                       coalesce(a.value::text::numeric, 0) + coalesce(b.value::text::numeric, 0)),
+                       '{}'::jsonb)
+                   FROM jsonb_each(r.metrics) a FULL JOIN jsonb_each(excluded.metrics) b
+                   ON a.key = b.key)"""
+SET_TTL = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl,
+        expires_at)
+    VALUES (%(ns)s, %(run)s, 'running', %(now)s, %(now)s, %(ttl)s, %(now)s + %(ttl)s)
+    ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = %(now)s, ttl = %(ttl)s,
+        expires_at = %(now)s + %(ttl)s"""
+GET_RUN = f"""SELECT {RUN_COLUMNS} FROM {{s}}.ar_runs WHERE ns = %s AND run_id = %s
+    AND (expires_at IS NULL OR expires_at >= %s)"""
+LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM {{s}}.ar_runs WHERE ns = %s
+    AND (expires_at IS NULL OR expires_at >= %s) ORDER BY updated_at DESC LIMIT %s"""
+# The run row goes last: `delete_run` reports its rowcount.
+DELETE_RUN = [
+    "DELETE FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)",
+    "DELETE FROM {s}.ar_steps WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)",
+    "DELETE FROM {s}.ar_heads WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)",
+    "DELETE FROM {s}.ar_runs WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) RETURNING run_id",
+]
+EXPIRED_RUNS = """SELECT run_id FROM {s}.ar_runs WHERE ns = %s AND expires_at < %s"""
+
+UPSERT_STEPS = """INSERT INTO {s}.ar_steps (ns, run_id, key, step_id, seq, data)
+    SELECT %(ns)s, * FROM unnest(%(runs_of)s::text[], %(keys)s::text[], %(ids)s::text[],
+        %(seqs)s::bigint[], %(datas)s::bytea[])
+    ON CONFLICT (ns, run_id, key) DO UPDATE SET
+        step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
+LOAD_STEPS = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s ORDER BY seq"
+GET_STEP = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND step_id = %s"
+
+SET_HEADS = """INSERT INTO {s}.ar_heads (ns, run_id, branch, step_id)
+    SELECT %(ns)s, %(run)s, * FROM unnest(%(branches)s::text[], %(heads)s::text[])
+    ON CONFLICT (ns, run_id, branch) DO UPDATE SET step_id = excluded.step_id"""
+DELETE_HEAD = "DELETE FROM {s}.ar_heads WHERE ns = %(ns)s AND run_id = %(run)s AND branch = %(b)s"
+GET_HEADS = "SELECT branch, step_id FROM {s}.ar_heads WHERE ns = %s AND run_id = %s"
+
+# Takes the lease when it is free, expired, ours, or held by `dead` (a dead process); else
+# returns no row.
+TAKE_LEASE = """INSERT INTO {s}.ar_leases AS l (ns, run_id, owner, expires_at)
+    VALUES (%(ns)s, %(run)s, %(owner)s, %(until)s)
+    ON CONFLICT (ns, run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+    WHERE l.owner = excluded.owner OR l.expires_at <= %(now)s OR l.owner = %(dead)s
+    RETURNING owner"""
+GET_LEASE = "SELECT owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = %s"
+RELEASE_LEASE = "DELETE FROM {s}.ar_leases WHERE ns = %s AND run_id = %s AND owner = %s"
+FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
+
+
+def render(text: Any, schema: str) -> Any:
+    """`text` (a string or a list of strings) with `{s}` replaced by the quoted schema."""
+    if isinstance(text, list):
+        return [t.replace("{s}", schema) for t in text]
+    return text.replace("{s}", schema)

@@ -1,0 +1,312 @@
+"""PostgreSQL store: psycopg 3 with a connection pool; one round trip per logical write."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import SchemaVersionError, StoreError
+from ..records import RunInfo, RunMetrics, StepRecord
+from . import _pg_sql as Q
+from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._pg_db import PostgresDatabase, Statement, quote_schema
+
+__all__ = ["PostgresStore"]
+
+_OUR_PARAMS = ("namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold")
+
+
+class PostgresStore(Store):
+    """Runs and steps in PostgreSQL tables (`ar_runs`, `ar_steps`, `ar_heads`, `ar_leases`).
+
+    Every write is one transaction sent as one pipeline (one network round trip, one
+    commit). Nothing depends on session state, so the store works through PgBouncer in
+    transaction mode. Leases are rows; a lease-checked write calls the schema's
+    `ar_fence(ns, run_id, owner)` as its first statement, in the same transaction.
+
+    Args:
+        url: `postgresql://user:password@host:port/dbname` (libpq parameters such as
+            `sslmode` stay in the URL). Not needed when `pool` or `connection` is given.
+        namespace: Nothing in one namespace is visible from another.
+        schema: Schema holding the tables (created if missing; default `public`).
+        pool: Your own `psycopg_pool.ConnectionPool` (autocommit connections); left open.
+        connection: Your own `psycopg.Connection`, used under a lock; left open.
+        durability: `"full"` (default: the server's `synchronous_commit`) or `"normal"`
+            (`SET LOCAL synchronous_commit = off` per write: a server crash may lose the
+            last few hundred milliseconds of commits, never corrupts).
+        max_size: Most connections in the pool the store opens.
+        prepare_threshold: psycopg's; None (default) never prepares (PgBouncer-safe).
+        pipeline: False sends a write's statements one by one (for poolers without
+            pipeline support); the write stays one transaction.
+        connect_timeout: Seconds to wait for a connection.
+    """
+
+    scheme = "postgresql"
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        namespace: str = "default",
+        schema: str = "public",
+        pool: Any = None,
+        connection: Any = None,
+        durability: str = "full",
+        max_size: int = 8,
+        prepare_threshold: int | None = None,
+        pipeline: bool = True,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self.schema = schema
+        self._q = quote_schema(schema)
+        self.db = PostgresDatabase(
+            url,
+            pool=pool,
+            connection=connection,
+            max_size=max_size,
+            prepare_threshold=prepare_threshold,
+            pipeline=pipeline,
+            connect_timeout=connect_timeout,
+        )
+        super().__init__(url=self.db.url, namespace=namespace)
+        self.durability = durability
+        self._sql: dict[str, Any] = {}
+        try:
+            self._migrate()
+        except BaseException:
+            self.db.close()
+            raise
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> PostgresStore:
+        """Build from a URL whose query may carry our options (`namespace`, `schema`, ...)."""
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        ours = {k: query.pop(k) for k in _OUR_PARAMS if k in query}
+        scheme = "postgresql" if parts.scheme.lower() == "postgres" else parts.scheme
+        clean = urlunsplit(parts._replace(scheme=scheme, query=urlencode(query)))
+        for name in ("namespace", "schema", "durability"):
+            if name in ours:
+                kwargs.setdefault(name, ours[name])
+        if "pipeline" in ours:
+            kwargs.setdefault("pipeline", ours["pipeline"].lower() not in ("0", "false", "off"))
+        for name in ("max_size", "prepare_threshold"):
+            if name in ours:
+                try:
+                    kwargs.setdefault(name, int(ours[name]))
+                except ValueError:
+                    raise ValueError(f"{name} in the store URL must be an integer") from None
+        return cls(clean, **kwargs)
+
+    def sql(self, name: str) -> Any:
+        """The statement (or list) `name` of `_pg_sql`, rendered for this store's schema."""
+        text = self._sql.get(name)
+        if text is None:
+            text = self._sql[name] = Q.render(getattr(Q, name), self._q)
+        return text
+
+    def _migrate(self) -> None:
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"PostgreSQL at {self.url} (schema {self.schema!r}) has agentrewind schema "
+                f"version {current}; this agentrewind knows up to {SCHEMA_VERSION}: upgrade "
+                "agentrewind (nothing was changed)"
+            )
+
+        migrations = [Q.render(m, self._q) for m in Q.MIGRATIONS]
+        # The version table lives in the schema, which the first migration creates.
+        self.db.call(lambda conn: conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._q}"))
+        self.db.migrate(f"{self._q}.ar_schema_version", migrations, SCHEMA_VERSION, too_new)
+
+    def write(self, statements: Sequence[Statement], *, fetch: int | None = None) -> list[Any]:
+        """Run `statements` as one transaction in one round trip (with the durability setting).
+
+        Adapters use it for their own tables, so their writes share the store's settings.
+        """
+        if self.durability == "normal":
+            statements = [("SET LOCAL synchronous_commit = off", None), *statements]
+            if fetch is not None:
+                fetch += 1
+        return self.db.run(statements, fetch=fetch)
+
+    # -- runs -------------------------------------------------------------------------------
+    def _drop_expired(self, runs: list[str], now: float) -> list[Statement]:
+        args = {"ns": self.namespace, "runs": runs, "now": now}
+        return [(s, args) for s in self.sql("DROP_EXPIRED")]
+
+    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+        now = time.time()
+        args = {"ns": self.namespace, "run": run_id, "now": now, "ttl": ttl}
+        drop = self._drop_expired([run_id], now)
+        rows = self.write([*drop, (self.sql("UPSERT_RUN"), args)], fetch=len(drop))
+        return _run_info(rows[0])
+
+    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+        args = {
+            "ns": self.namespace,
+            "run": run_id,
+            "status": status,
+            "now": time.time(),
+            "metrics": json.dumps(metrics.as_dict()),
+        }
+        self.write([(self.sql("END_RUN"), args)])
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        row = self.db.fetchone(self.sql("GET_RUN"), (self.namespace, run_id, time.time()))
+        return None if row is None else _run_info(row)
+
+    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        rows = self.db.fetchall(self.sql("LIST_RUNS"), (self.namespace, time.time(), limit))
+        return [_run_info(r) for r in rows]
+
+    def delete_run(self, run_id: str) -> bool:
+        return bool(self._delete_runs([run_id]))
+
+    def _delete_runs(self, runs: list[str]) -> int:
+        args = {"ns": self.namespace, "runs": runs}
+        statements = [(s, args) for s in self.sql("DELETE_RUN")]
+        return len(self.write(statements, fetch=len(statements) - 1))
+
+    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+        args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
+        self.write([(self.sql("SET_TTL"), args)])
+
+    def _purge_expired(self) -> int:
+        rows = self.db.fetchall(self.sql("EXPIRED_RUNS"), (self.namespace, time.time()))
+        return self._delete_runs([r[0] for r in rows]) if rows else 0
+
+    # -- steps ------------------------------------------------------------------------------
+    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+        head_run = self._heads_run(records, heads)
+        if not records and not heads:
+            return
+        now = time.time()
+        runs = list(dict.fromkeys(r.run_id for r in records))
+        if head_run is not None and head_run not in runs:
+            runs.append(head_run)
+        statements = self._drop_expired(runs, now)
+        if records:
+            args = {
+                "ns": self.namespace,
+                "runs_of": [r.run_id for r in records],
+                "keys": [r.key for r in records],
+                "ids": [r.step_id for r in records],
+                "seqs": [r.seq for r in records],
+                "datas": [r.encode() for r in records],
+            }
+            statements.append((self.sql("UPSERT_STEPS"), args))
+        statements.append(
+            (self.sql("TOUCH_RUNS"), {"ns": self.namespace, "runs": runs, "now": now})
+        )
+        if head_run is not None and heads:
+            statements.append((self.sql("SET_HEADS"), self._heads_args(head_run, heads)))
+        self.write(statements)
+
+    def _heads_args(self, run_id: str, heads: dict[str, str]) -> dict[str, Any]:
+        return {
+            "ns": self.namespace,
+            "run": run_id,
+            "branches": list(heads),
+            "heads": list(heads.values()),
+        }
+
+    def load_steps(self, run_id: str) -> list[StepRecord]:
+        if self.get_run(run_id) is None:
+            return []
+        rows = self.db.fetchall(self.sql("LOAD_STEPS"), (self.namespace, run_id))
+        return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
+
+    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        row = self.db.fetchone(self.sql("GET_STEP"), (self.namespace, run_id, step_id))
+        return None if row is None else StepRecord.decode(row[1], where=f"run {run_id!r}")
+
+    # -- heads ------------------------------------------------------------------------------
+    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+        if step_id is None:
+            args = {"ns": self.namespace, "run": run_id, "b": branch}
+            self.write([(self.sql("DELETE_HEAD"), args)])
+            return
+        now = time.time()
+        touch = {"ns": self.namespace, "runs": [run_id], "now": now}
+        self.write(
+            [
+                *self._drop_expired([run_id], now),
+                (self.sql("TOUCH_RUNS"), touch),
+                (self.sql("SET_HEADS"), self._heads_args(run_id, {branch: step_id})),
+            ]
+        )
+
+    def get_heads(self, run_id: str) -> dict[str, str]:
+        return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        dead = ""
+        for _ in range(2):
+            now = time.time()
+            args = {
+                "ns": self.namespace,
+                "run": run_id,
+                "owner": owner,
+                "until": now + ttl,
+                "now": now,
+                "dead": dead,
+            }
+            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0):
+                return LeaseResult((True, owner, ttl))
+            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+            if row is None:
+                continue  # released meanwhile: try again
+            holder, expires = row
+            if not lease_owner_is_dead(holder) or dead == holder:
+                return LeaseResult((False, holder, max(float(expires) - time.time(), 0.0)))
+            dead = holder
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        if row is None:
+            raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
+        return LeaseResult((False, row[0], max(float(row[1]) - time.time(), 0.0)))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        self.write([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
+
+    def fence_statement(self, run_id: str, owner: str) -> Statement:
+        """The statement that makes a write transaction fail unless `owner` holds the lease.
+
+        Put it first in a `write(...)`: the lease row is locked until the commit, and a
+        lost lease raises `StoreError` with nothing written.
+        """
+        return self.sql("FENCE"), {"ns": self.namespace, "run": run_id, "owner": owner}
+
+    def close(self) -> None:
+        self.db.close()
+        super().close()
+
+
+def _run_info(row: tuple[Any, ...]) -> RunInfo:
+    run_id, status, created, updated, expires, metrics = row
+    try:
+        m = RunMetrics(**(metrics if isinstance(metrics, dict) else json.loads(metrics)))
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"run metrics are not readable: {exc}") from exc
+    # numeric sums come back as Decimal/int from jsonb: keep the dataclass's types
+    m = RunMetrics(
+        steps=int(m.steps),
+        replay_hits=int(m.replay_hits),
+        seconds_saved=float(m.seconds_saved),
+        tokens_saved=int(m.tokens_saved),
+        failures=int(m.failures),
+        reruns=int(m.reruns),
+    )
+    return RunInfo(
+        run_id,
+        status,
+        float(created),
+        float(updated),
+        None if expires is None else float(expires),
+        m,
+    )

@@ -1,0 +1,50 @@
+"""A scratch PostgreSQL database per test session: unique name, dropped at the end.
+
+A module with a unique name (not a conftest) so every test folder can import it. The server
+comes from $AGENTREWIND_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres);
+only databases this module creates are ever touched.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from urllib.parse import urlsplit, urlunsplit
+
+POSTGRES_URL = os.environ.get(
+    "AGENTREWIND_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def postgres_required() -> bool:
+    return os.environ.get("AGENTREWIND_REQUIRE_POSTGRES") == "1"
+
+
+def postgres_up(url: str = POSTGRES_URL) -> bool:
+    parts = urlsplit(url)
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((parts.hostname or "127.0.0.1", parts.port or 5432)) == 0
+
+
+def _with_db(url: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{dbname}"))
+
+
+def create_scratch_database(url: str = POSTGRES_URL) -> tuple[str, str]:
+    """Create `agentrewind_test_<pid>_<rand>`; return (its URL, its name)."""
+    import psycopg
+
+    name = f"agentrewind_test_{os.getpid()}_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return _with_db(url, name), name
+
+
+def drop_scratch_database(name: str, url: str = POSTGRES_URL) -> None:
+    import psycopg
+
+    assert name.startswith("agentrewind_test_")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
