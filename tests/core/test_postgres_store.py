@@ -1,0 +1,150 @@
+"""PostgreSQL specifics: schema option, caller's pool/connection, fencing, reconnects, errors."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+import agentrewind
+from agentrewind import StepRecord
+from agentrewind.errors import SchemaVersionError, StoreError, StoreUnavailableError
+
+psycopg = pytest.importorskip("psycopg")
+pytestmark = pytest.mark.postgres
+
+
+def rec(run_id: str, key: str, seq: int) -> StepRecord:
+    now = time.time()
+    return StepRecord(
+        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
+        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
+    )  # fmt: skip
+
+
+def ns() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def test_postgres_scheme_and_schema_option(postgres_url: str) -> None:
+    schema = f"s_{uuid.uuid4().hex[:8]}"
+    url = postgres_url.replace("postgresql://", "postgres://") + f"?schema={schema}"
+    with agentrewind.connect(url) as store, agentrewind.connect(postgres_url) as public:
+        store.put_step(rec("r", "a", 1))
+        assert [s.key for s in store.load_steps("r")] == ["a"]
+        assert public.load_steps("r") == []  # another schema, same namespace
+        with psycopg.connect(postgres_url) as conn:
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                    (schema,),
+                )
+            }
+    assert {"ar_runs", "ar_steps", "ar_heads", "ar_leases", "ar_schema_version"} <= tables
+
+
+def test_callers_pool_and_connection_stay_open(postgres_url: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from agentrewind.stores.postgres import PostgresStore
+
+    space = ns()
+    with ConnectionPool(postgres_url, kwargs={"autocommit": True}, open=True) as pool:
+        store = PostgresStore(pool=pool, namespace=space)
+        store.put_step(rec("r", "a", 1))
+        store.close()
+        assert not pool.closed
+        with psycopg.connect(postgres_url) as conn:  # not autocommit: the store copes
+            other = PostgresStore(connection=conn, namespace=space)
+            assert [s.key for s in other.load_steps("r")] == ["a"]
+            other.put_step(rec("r", "b", 2))
+            other.close()
+            assert not conn.closed
+    with agentrewind.connect(postgres_url, namespace=space) as store:
+        assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+
+
+def test_fenced_write_applies_only_for_the_lease_holder(postgres_url: str) -> None:
+    from agentrewind.stores.postgres import PostgresStore
+
+    with agentrewind.connect(postgres_url, namespace=ns()) as store:
+        assert isinstance(store, PostgresStore)
+        store.begin_run("r")
+        assert store.acquire_lease("r", "me", 30).acquired
+        upsert = store.sql("UPSERT_STEPS")
+
+        def step(key: str) -> tuple[str, dict[str, object]]:
+            r = rec("r", key, 1)
+            return upsert, {
+                "ns": store.namespace, "runs_of": ["r"], "keys": [key], "ids": [r.step_id],
+                "seqs": [1], "datas": [r.encode()],
+            }  # fmt: skip
+
+        store.write([store.fence_statement("r", "me"), step("a")])
+        with pytest.raises(StoreError, match="no longer held"):
+            store.write([store.fence_statement("r", "intruder"), step("b")])
+        assert [s.key for s in store.load_steps("r")] == ["a"]
+
+
+def test_dropped_connections_are_replaced(postgres_url: str) -> None:
+    with agentrewind.connect(postgres_url, namespace=ns()) as store:
+        store.put_step(rec("r", "a", 1))
+        dbname = postgres_url.rsplit("/", 1)[1]
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            )
+        store.put_step(rec("r", "b", 2))  # the pool's dead connection is replaced
+        assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+
+
+def test_unreachable_server_is_a_named_error() -> None:
+    t = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        agentrewind.connect("postgresql://postgres:secret@127.0.0.1:1/x?connect_timeout=1")
+    assert time.monotonic() - t < 10
+
+
+def test_newer_schema_is_refused_unchanged(postgres_url: str) -> None:
+    schema = f"s_{uuid.uuid4().hex[:8]}"
+    agentrewind.connect(f"{postgres_url}?schema={schema}").close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".ar_schema_version SET version = 99')
+    with pytest.raises(SchemaVersionError, match="version 99"):
+        agentrewind.connect(f"{postgres_url}?schema={schema}")
+
+
+def test_no_session_state_and_opt_in_durability(postgres_url: str) -> None:
+    from agentrewind.stores.postgres import PostgresStore
+
+    store = agentrewind.connect(f"{postgres_url}?durability=normal&max_size=2", namespace=ns())
+    assert isinstance(store, PostgresStore)
+    try:
+        for i in range(10):
+            store.put_step(rec("r", f"k{i}", i))
+            store.get_run("r")
+
+        def session_state(conn: object) -> tuple[int, str]:
+            c = conn.execute  # type: ignore[attr-defined]
+            return (
+                c("SELECT count(*) FROM pg_prepared_statements").fetchone()[0],
+                c("SHOW synchronous_commit").fetchone()[0],
+            )
+
+        prepared, sync = store.db.call(session_state)
+        assert prepared == 0  # PgBouncer transaction mode: nothing prepared
+        assert sync == "on"  # SET LOCAL only: the session keeps the server default
+        assert len(store.load_steps("r")) == 10
+    finally:
+        store.close()
+
+
+def test_bad_schema_name_is_refused() -> None:
+    from agentrewind.stores.postgres import PostgresStore
+
+    with pytest.raises(ValueError, match="plain SQL name"):
+        PostgresStore("postgresql://x/y", schema='a"; DROP TABLE x; --')
