@@ -9,13 +9,16 @@ import pytest
 pytest.importorskip("langgraph")
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+_POSTGRES = pytest.param("postgres", marks=pytest.mark.postgres)
+
+
+@pytest.fixture(params=["sqlite", "redis", _POSTGRES])
 def saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh RewindSaver URL on SQLite (a file) and on Redis (its own namespace)."""
     yield from _saver_url(request, tmp_path)
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster", _POSTGRES])
 def saver_url_with_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """As `saver_url`, plus a 3-master Redis Cluster started by the test session."""
     yield from _saver_url(request, tmp_path)
@@ -24,6 +27,11 @@ def saver_url_with_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> It
 def _saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'lg.db'}"
+        return
+    if request.param == "postgres":
+        # The session's scratch database, dropped with it: each test gets its own namespace.
+        url = request.getfixturevalue("postgres_url")
+        yield f"{url}?namespace=lg-{uuid.uuid4().hex[:10]}"
         return
     if request.param == "redis-cluster":
         # The session's own cluster, torn down with it: nothing to clean up here.

@@ -152,6 +152,15 @@ def _stored_blobs(saver: RewindSaver, thread: str, channel: str) -> list[tuple[s
                 (thread, channel),
             ).fetchall()
         return [(str(kind), int(size)) for kind, size in rows]
+    if saver.store.scheme == "postgresql":
+        rows = saver.store.db.fetchall(
+            saver.store.render(
+                "SELECT kind, coalesce(length(value), 0) FROM {s}.lg_blobs"
+                " WHERE ns = %s AND thread_id = %s AND channel = %s"
+            ),
+            (saver.store.namespace, thread, channel),
+        )
+        return [(str(kind), int(size)) for kind, size in rows]
     raw = saver.backend.client.hgetall(saver.backend._keys(thread)[2])
     return [
         (v[:1].decode(), len(v)) for k, v in raw.items() if k.split(b"\0")[1] == channel.encode()
@@ -269,7 +278,8 @@ class Turns(TypedDict):
 
 
 def _stored_bytes(saver: RewindSaver, thread: str) -> int:
-    """Bytes a thread holds: row payloads on SQLite, `MEMORY USAGE` of its keys on Redis."""
+    """Bytes a thread holds: row payloads on SQLite, `MEMORY USAGE` of its keys on Redis, row
+    sizes on PostgreSQL."""
     if saver.store.scheme == "sqlite":
         with saver.store.db.read() as conn:
             total = 0
@@ -280,6 +290,18 @@ def _stored_bytes(saver: RewindSaver, thread: str) -> int:
                     f"SELECT sum({expr}) FROM {table} WHERE thread_id = ?", (thread,)
                 ).fetchone()
                 total += int(row[0] or 0)
+        return total
+    if saver.store.scheme == "postgresql":  # row sizes as stored (after TOAST compression)
+        total = 0
+        for table in ("lg_checkpoints", "lg_blobs", "lg_writes"):
+            row = saver.store.db.fetchone(
+                saver.store.render(
+                    f"SELECT sum(pg_column_size(t.*)) FROM {{s}}.{table} t"
+                    " WHERE ns = %s AND thread_id = %s"
+                ),
+                (saver.store.namespace, thread),
+            )
+            total += int(row[0] or 0)
         return total
     client = saver.backend.client
     return sum(int(client.memory_usage(k, samples=0) or 0) for k in saver.backend._keys(thread))

@@ -97,6 +97,10 @@ class SaverCore(BaseCheckpointSaver[str]):
             from ._redis import RedisBackend
 
             self.backend = RedisBackend(store, tombstone_ttl=tombstone_ttl)
+        elif store.scheme == "postgresql":
+            from ._postgres import PostgresBackend
+
+            self.backend = PostgresBackend(store, tombstone_ttl=tombstone_ttl)
         else:
             from ._sqlite import SQLiteBackend
 
@@ -108,7 +112,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         """Open a saver from a store URL or SQLite file path; use it with `with`/`async with`.
 
         Args:
-            conn_string: `sqlite:///file.db`, `redis://...`, `memory://`, or a file path.
+            conn_string: `sqlite:///file.db`, `redis://...`, `postgresql://...`, `memory://`,
+                or a file path.
             **kwargs: Passed to `RewindSaver`.
 
         Returns:

@@ -1,4 +1,4 @@
-"""`RewindSaver`: a LangGraph checkpointer on agentrewind's SQLite, Redis and Cluster stores.
+"""`RewindSaver`: a LangGraph checkpointer on agentrewind's SQLite, Redis and Postgres stores.
 
 The sync API and the store handling live in `_core.SaverCore`; this module adds the async
 twins, which build the same backend operations and run them without blocking the loop.
@@ -31,14 +31,15 @@ T = TypeVar("T")
 
 
 class RewindSaver(SaverCore):
-    """A drop-in LangGraph checkpointer: one class, sync and async, SQLite or Redis.
+    """A drop-in LangGraph checkpointer: one class, sync and async, SQLite, Redis or PostgreSQL.
 
     Stores one row per checkpoint (without values), one value per (channel, version) for the
     channels in `new_versions` only, and a growing list channel as its new items only.
 
     Args:
         store_or_url: An open agentrewind store or a URL (`sqlite:///file.db`,
-            `redis://host:6379/0`, `rediss://...`; Redis Cluster is detected). A plain file
+            `redis://host:6379/0`, `rediss://...`, `postgresql://user@host/db`; Redis Cluster
+            is detected). A plain file
             path means SQLite. Default: `$AGENTREWIND_STORE`, else the SQLite default.
         serde: LangGraph serializer (default `JsonPlusSerializer`).
         ttl: Seconds a thread lives after its last write (refreshed by every write); None:

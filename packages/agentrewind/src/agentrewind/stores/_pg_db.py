@@ -192,6 +192,9 @@ class PostgresDatabase:
     ) -> list[Any]:
         """`run` on a connection the caller holds."""
         cursors = []
+        if len(statements) == 1 and conn.autocommit:  # a statement is its own transaction
+            cur = conn.execute(*statements[0])
+            return [] if fetch is None else list(cur.fetchall())
         if self.pipeline and self._conn is None:
             with conn.pipeline(), conn.transaction():
                 cursors = [conn.execute(sql, params) for sql, params in statements]

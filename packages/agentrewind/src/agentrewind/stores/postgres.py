@@ -95,6 +95,8 @@ class PostgresStore(Store):
                 kwargs.setdefault(name, ours[name])
         if "pipeline" in ours:
             kwargs.setdefault("pipeline", ours["pipeline"].lower() not in ("0", "false", "off"))
+        if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
+            kwargs.setdefault("connect_timeout", float(query["connect_timeout"]))
         for name in ("max_size", "prepare_threshold"):
             if name in ours:
                 try:
@@ -107,8 +109,12 @@ class PostgresStore(Store):
         """The statement (or list) `name` of `_pg_sql`, rendered for this store's schema."""
         text = self._sql.get(name)
         if text is None:
-            text = self._sql[name] = Q.render(getattr(Q, name), self._q)
+            text = self._sql[name] = self.render(getattr(Q, name))
         return text
+
+    def render(self, text: Any) -> Any:
+        """SQL text (or a list of it) with `{s}` replaced by this store's quoted schema."""
+        return Q.render(text, self._q)
 
     def _migrate(self) -> None:
         def too_new(current: int) -> SchemaVersionError:
@@ -128,11 +134,17 @@ class PostgresStore(Store):
 
         Adapters use it for their own tables, so their writes share the store's settings.
         """
+        return self.db.call(lambda conn: self.write_in(conn, statements, fetch=fetch))
+
+    def write_in(
+        self, conn: Any, statements: Sequence[Statement], *, fetch: int | None = None
+    ) -> list[Any]:
+        """`write` on a connection the caller holds (from `db.call`)."""
         if self.durability == "normal":
             statements = [("SET LOCAL synchronous_commit = off", None), *statements]
             if fetch is not None:
                 fetch += 1
-        return self.db.run(statements, fetch=fetch)
+        return self.db.run_in(conn, statements, fetch=fetch)
 
     # -- runs -------------------------------------------------------------------------------
     def _drop_expired(self, runs: list[str], now: float) -> list[Statement]:

@@ -1,0 +1,386 @@
+"""PostgreSQL backend of `RewindSaver`: `lg_` tables in the store's schema.
+
+Each write is one statement (see `_pg_sql`): one round trip, one transaction, no lock held
+in this process, so a pool's connections write in parallel. The latest checkpoint, with its
+values and pending writes, is one statement by primary key. Async callers run the same
+operations on worker threads, each on its own pooled connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from agentrewind.errors import SchemaVersionError
+
+from . import _pg_sql as Q
+from ._codec import BlobRow, CheckpointInfo, PutRow, RawTuple, WriteRow, assemble_blob, plan_removal
+
+__all__ = ["PostgresBackend"]
+
+T = TypeVar("T")
+Op = Callable[[Any], T]
+"""A write operation: a function of a pooled connection."""
+_TOUCH_EVERY = 1.0
+"""Without a TTL, a thread's `updated_at` is refreshed at most this often (seconds) by one
+process: each refresh leaves a dead row version behind."""
+
+
+class PostgresBackend:
+    """The `lg_` tables of one PostgreSQL store namespace."""
+
+    def __init__(self, store: Any, *, tombstone_ttl: float) -> None:
+        self.store = store
+        self.db = store.db
+        self.ns: str = store.namespace
+        self.tombstone_ttl = tombstone_ttl
+        self._sql: dict[str, Any] = {}
+        self._touched: dict[str, float] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self.migrate()
+
+    def sql(self, name: str) -> Any:
+        """Statement `name` of `_pg_sql` for the store's schema."""
+        text = self._sql.get(name)
+        if text is None:
+            text = self._sql[name] = self.store.render(getattr(Q, name))
+        return text
+
+    # -- schema and plumbing -----------------------------------------------------------------
+    def migrate(self) -> None:
+        """Create or upgrade the `lg_` tables in one transaction; refuse a newer layout."""
+
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"PostgreSQL at {self.store.url} (schema {self.store.schema!r}): LangGraph "
+                f"tables have schema version {current}; this agentrewind-langgraph knows up "
+                f"to {Q.SCHEMA_VERSION}: upgrade it"
+            )
+
+        migrations = [self.store.render(m) for m in Q.MIGRATIONS]
+        table = self.store.render("{s}.lg_schema_version")
+        self.db.migrate(table, migrations, Q.SCHEMA_VERSION, too_new)
+
+    def execute(self, op: Op[T]) -> T:
+        """Run a write operation from a sync caller (a dropped connection is retried once)."""
+        return self.db.call(op)  # type: ignore[no-any-return]
+
+    async def aexecute(self, op: Op[T]) -> T:
+        """Run a write operation on a worker thread (the pool allows many at once)."""
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(8, thread_name_prefix="agentrewind-lg-pg")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.execute, op)
+
+    def close(self) -> None:
+        """Stop worker threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _fetch(self, name: str, args: dict[str, Any], **fmt: str) -> list[Any]:
+        sql = self.sql(name)
+        if fmt:
+            sql = sql.format(**fmt)
+        return self.db.fetchall(sql, args)  # type: ignore[no-any-return]
+
+    # -- writes ------------------------------------------------------------------------------
+    def _touch_args(self, thread_id: str, now: float, ttl: float | None) -> dict[str, Any]:
+        touch = ttl is not None or now - self._touched.get(thread_id, 0.0) >= _TOUCH_EVERY
+        if touch:
+            if len(self._touched) > 10_000:
+                self._touched.clear()
+            self._touched[thread_id] = now
+        return {
+            "ns": self.ns,
+            "tid": thread_id,
+            "now": now,
+            "ttl": ttl,
+            "touch": touch,
+            "since": now - self.tombstone_ttl,
+        }
+
+    def put_op(self, row: PutRow, now: float, ttl: float | None) -> Op[bool]:
+        """The operation storing one checkpoint and its changed channels (one statement)."""
+        md, md_blob = row.md_text, row.md_blob
+        if row.md_text is not None and "\\u0000" in row.md_text:
+            md, md_blob = None, row.md_text.encode()  # jsonb cannot hold NUL: keep it aside
+        args = self._touch_args(row.thread_id, now, ttl) | {
+            "cns": row.cns,
+            "cid": row.checkpoint_id,
+            "parent": row.parent_id,
+            "run": row.run_id,
+            "cp_type": row.cp_type,
+            "cp": row.checkpoint,
+            "versions": json.dumps(row.versions),
+            "md": md,
+            "md_type": row.md_type,
+            "md_blob": md_blob,
+            "ts": row.ts,
+        }
+
+        def op(conn: Any) -> bool:
+            blobs = list(row.blobs)
+            for _ in range(3):
+                args.update(
+                    b_ch=[b.channel for b in blobs],
+                    b_ver=[b.version for b in blobs],
+                    b_kind=[b.kind for b in blobs],
+                    b_base=[b.base for b in blobs],
+                    b_n=[b.n for b in blobs],
+                    b_type=[b.type for b in blobs],
+                    b_val=[b.value for b in blobs],
+                )
+                ok, missing = self.store.write_in(conn, [(self.sql("PUT"), args)], fetch=0)[0]
+                if ok or not missing:
+                    return bool(ok)
+                for i in missing:  # a delta's base is gone: store that value whole
+                    b = blobs[int(i) - 1]
+                    blobs[int(i) - 1] = BlobRow(
+                        b.channel, b.version, "f", None, 0, b.type, b.full or b""
+                    )
+            raise RuntimeError("delta bases kept disappearing")  # pragma: no cover
+
+        return op
+
+    def put_writes_op(
+        self,
+        thread_id: str,
+        cns: str,
+        cid: str,
+        rows: Sequence[WriteRow],
+        now: float,
+        ttl: float | None,
+    ) -> Op[bool]:
+        """The operation storing the pending writes of one task (one statement)."""
+        args = self._touch_args(thread_id, now, ttl) | {
+            "cns": cns,
+            "cid": cid,
+            "task": [w.task_id for w in rows],
+            "idx": [w.idx for w in rows],
+            "path": [w.task_path for w in rows],
+            "ch": [w.channel for w in rows],
+            "type": [w.type for w in rows],
+            "val": [w.value for w in rows],
+        }
+
+        def op(conn: Any) -> bool:
+            rows_ = self.store.write_in(conn, [(self.sql("PUT_WRITES"), args)], fetch=0)
+            return bool(rows_[0][0])
+
+        return op
+
+    def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
+        """The operation deleting a thread and leaving a tombstone (one transaction)."""
+        args = {"ns": self.ns, "tid": thread_id, "now": now}
+        statements = [(s, args) for s in self.sql("DELETE_THREAD")]
+        statements.append((self.sql("SET_TOMBSTONE"), args))
+        self._touched.pop(thread_id, None)
+        return lambda conn: self.store.write_in(conn, statements) and None
+
+    def copy_thread_op(self, src: str, dst: str, now: float, ttl: float | None) -> Op[None]:
+        """The operation copying every checkpoint, value and write of `src` to `dst`."""
+        args = {"ns": self.ns, "tid": dst, "src": src, "now": now, "ttl": ttl}
+        statements = [(s, args) for s in self.sql("DELETE_THREAD")]
+        statements += [(s, args) for s in self.sql("COPY_THREAD")]
+        statements += [(self.sql("CLEAR_TOMBSTONE"), args), (self.sql("TOUCH_THREAD"), args)]
+        return lambda conn: self.store.write_in(conn, statements) and None
+
+    def _remove_in(
+        self,
+        conn: Any,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        run_ids: set[str] | None = None,
+    ) -> int:
+        args: dict[str, Any] = {"ns": self.ns, "tid": thread_id}
+        cps = [
+            CheckpointInfo(cns, cid, parent, json.loads(versions), run_id)
+            for cns, cid, parent, versions, run_id in conn.execute(
+                self.sql("THREAD_CHECKPOINTS"), args
+            )
+        ]
+        blobs = {
+            (cns, ch, ver): (kind, base)
+            for cns, ch, ver, kind, base in conn.execute(self.sql("THREAD_BLOB_KEYS"), args)
+        }
+        doomed = None
+        if run_ids is not None:
+            doomed = {(c.cns, c.checkpoint_id) for c in cps if c.run_id in run_ids}
+        drop_cps, drop_blobs = plan_removal(cps, blobs, keep_last=keep_last, doomed=doomed)
+        if drop_cps:
+            cp_args = args | {"cns": [c for c, _ in drop_cps], "cids": [i for _, i in drop_cps]}
+            for statement in self.sql("DELETE_CHECKPOINTS"):
+                conn.execute(statement, cp_args)
+        if drop_blobs:
+            b_args = args | {
+                "b_cns": [c for c, _, _ in drop_blobs],
+                "b_ch": [ch for _, ch, _ in drop_blobs],
+                "b_ver": [v for _, _, v in drop_blobs],
+            }
+            conn.execute(self.sql("DELETE_BLOBS"), b_args)
+        return len(drop_cps)
+
+    def prune_op(self, thread_ids: Sequence[str], keep_last: int) -> Op[int]:
+        """The operation keeping the newest `keep_last` checkpoints per namespace."""
+
+        def op(conn: Any) -> int:
+            with conn.transaction():
+                return sum(self._remove_in(conn, t, keep_last=keep_last) for t in thread_ids)
+
+        return op
+
+    def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[int]:
+        """The operation deleting the checkpoints written by `run_ids`."""
+
+        def op(conn: Any) -> int:
+            with conn.transaction():
+                args = {"ns": self.ns, "runs": list(run_ids)}
+                threads = [t for (t,) in conn.execute(self.sql("RUN_THREADS"), args)]
+                return sum(self._remove_in(conn, t, run_ids=set(run_ids)) for t in threads)
+
+        return op
+
+    def purge_expired_op(self, now: float) -> Op[int]:
+        """The operation deleting threads whose TTL ran out, and old tombstones."""
+
+        def op(conn: Any) -> int:
+            with conn.transaction():
+                expired = conn.execute(self.sql("EXPIRED_THREADS"), {"now": now}).fetchall()
+                for ns, thread_id in expired:
+                    for statement in self.sql("DELETE_THREAD"):
+                        conn.execute(statement, {"ns": ns, "tid": thread_id})
+                conn.execute(self.sql("PURGE_TOMBSTONES"), {"since": now - self.tombstone_ttl})
+            return len(expired)
+
+        return op
+
+    # -- reads -------------------------------------------------------------------------------
+    def thread_ids(self) -> list[str]:
+        """Every thread of the namespace."""
+        return [r[0] for r in self._fetch("THREAD_IDS", {"ns": self.ns})]
+
+    def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
+        """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
+        rows = self._fetch("LIST_THREADS", {"ns": self.ns, "now": now, "limit": limit})
+        return [
+            (str(t), float(c), float(u), None if e is None else float(e)) for t, c, u, e in rows
+        ]
+
+    def query(
+        self,
+        *,
+        thread_id: str | None,
+        cns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        pushdown: Sequence[tuple[str, Any]],
+        limit: int | None,
+        now: float,
+    ) -> Iterator[RawTuple]:
+        """Checkpoints newest first, complete with channel values and pending writes."""
+        args: dict[str, Any] = {"ns": self.ns, "now": now}
+        where = []
+        for name, condition, value in (
+            ("tid", "c.thread_id = %(tid)s", thread_id),
+            ("cns", "c.cns = %(cns)s", cns),
+            ("cid", "c.checkpoint_id = %(cid)s", checkpoint_id),
+            ("before", "c.checkpoint_id < %(before)s", before),
+        ):
+            if value is not None:
+                where.append("AND " + condition)
+                args[name] = value
+        if pushdown:
+            # GIN (jsonb_path_ops); rows whose metadata needed serde are checked in Python.
+            where.append("AND (c.metadata @> %(filter)s::jsonb OR c.metadata IS NULL)")
+            args["filter"] = json.dumps(dict(pushdown))
+        if limit is not None:
+            args["limit"] = limit
+        key = f"QUERY:{'|'.join(where)}:{limit is not None}"
+        sql = self._sql.get(key)
+        if sql is None:
+            inner = self.sql("SELECT_CHECKPOINTS").format(
+                live=self.sql("LIVE"),
+                where=" ".join(where),
+                limit="LIMIT %(limit)s" if limit is not None else "",
+            )
+            sql = self._sql[key] = self.sql("QUERY").format(inner=inner)
+        for r in self.db.fetchall(sql, args):
+            yield _raw(r)
+
+    def blob_values(
+        self, thread_id: str, cns: str, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[str, bytes] | None]:
+        """Stored values of `(channel, version)` pairs; None marks an empty one, absent: no row."""
+        if not pairs:
+            return {}
+        args = {
+            "ns": self.ns,
+            "tid": thread_id,
+            "cns": cns,
+            "chs": [c for c, _ in pairs],
+            "vers": [v for _, v in pairs],
+        }
+        chains: dict[tuple[str, str], list[tuple[int, str, int, str, bytes]]] = {}
+        for wc, wv, depth, kind, n, typ, val in self._fetch("BLOB_CHAIN", args):
+            chains.setdefault((wc, wv), []).append((depth, kind, n, typ, val))
+        out: dict[tuple[str, str], tuple[str, bytes] | None] = {}
+        for pair, chain in chains.items():
+            chain.sort()
+            out[pair] = assemble_blob([(k, n, t, v) for _, k, n, t, v in chain])
+        return out
+
+    def parent_chain(
+        self, thread_id: str, cns: str, checkpoint_id: str
+    ) -> list[tuple[str, str | None, dict[str, str]]]:
+        """`(id, parent_id, versions)` from the checkpoint up to the root."""
+        args = {"ns": self.ns, "tid": thread_id, "cns": cns, "cid": checkpoint_id}
+        return [(c, p, json.loads(v)) for c, p, v in self._fetch("PARENT_CHAIN", args)]
+
+    def writes_for(
+        self, thread_id: str, cns: str, cids: Sequence[str]
+    ) -> dict[str, list[tuple[str, str, str, bytes]]]:
+        """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
+        out: dict[str, list[tuple[str, str, str, bytes]]] = {}
+        if not cids:
+            return out
+        args = {"ns": self.ns, "tid": thread_id, "cns": cns, "cids": list(cids)}
+        for cid, task, ch, typ, val in self._fetch("WRITES_FOR", args):
+            out.setdefault(cid, []).append((task, ch, typ, bytes(val)))
+        return out
+
+
+def _raw(r: tuple[Any, ...]) -> RawTuple:
+    (tid, cns, cid, parent, cp_type, cp, versions, md, md_type, md_blob,
+     b_ch, b_kind, b_n, b_type, b_val, w_task, w_ch, w_type, w_val) = r  # fmt: skip
+    if md is None and md_type == "json" and md_blob is not None:
+        md, md_blob = bytes(md_blob).decode(), None
+    values: dict[str, tuple[str, bytes]] = {}
+    if b_ch:
+        i = 0
+        while i < len(b_ch):
+            j = i
+            while j < len(b_ch) and b_ch[j] == b_ch[i]:
+                j += 1
+            chain = [(b_kind[k], b_n[k], b_type[k], b_val[k]) for k in range(i, j)]
+            typed = assemble_blob(chain)
+            if typed is not None:
+                values[b_ch[i]] = (typed[0], bytes(typed[1]))
+            i = j
+    writes = (
+        [(w_task[k], w_ch[k], w_type[k], bytes(w_val[k])) for k in range(len(w_task))]
+        if w_task
+        else []
+    )
+    return RawTuple(
+        tid, cns, cid, parent, cp_type, bytes(cp), json.loads(versions), md, md_type,
+        None if md_blob is None else bytes(md_blob), values, writes,
+    )  # fmt: skip
