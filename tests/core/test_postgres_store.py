@@ -121,7 +121,9 @@ def test_newer_schema_is_refused_unchanged(postgres_url: str) -> None:
 def test_no_session_state_and_opt_in_durability(postgres_url: str) -> None:
     from agentrewind.stores.postgres import PostgresStore
 
-    store = agentrewind.connect(f"{postgres_url}?durability=normal&max_size=2", namespace=ns())
+    store = agentrewind.connect(
+        f"{postgres_url}?durability=normal&max_size=2&prepare_threshold=none", namespace=ns()
+    )
     assert isinstance(store, PostgresStore)
     try:
         for i in range(10):
@@ -136,7 +138,7 @@ def test_no_session_state_and_opt_in_durability(postgres_url: str) -> None:
             )
 
         prepared, sync = store.db.call(session_state)
-        assert prepared == 0  # PgBouncer transaction mode: nothing prepared
+        assert prepared == 0  # old PgBouncer transaction mode: nothing prepared
         assert sync == "on"  # SET LOCAL only: the session keeps the server default
         assert len(store.load_steps("r")) == 10
     finally:

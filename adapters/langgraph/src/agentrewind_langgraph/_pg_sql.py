@@ -170,13 +170,16 @@ FROM ({inner}) c
 LEFT JOIN LATERAL (
     WITH RECURSIVE chain(wc, depth, kind, base, n, type, value) AS (
         SELECT b.channel, 0, b.kind, b.base, b.n, b.type, b.value
-        FROM jsonb_each_text(c.versions) v JOIN {s}.lg_blobs b ON b.ns = c.ns
-            AND b.thread_id = c.thread_id AND b.cns = c.cns AND b.channel = v.key
-            AND b.version = v.value
+        FROM jsonb_each_text(c.versions) v CROSS JOIN LATERAL (
+            -- LIMIT 1 keeps this a primary-key lookup per channel (never a scan of the
+            -- thread's values), whatever the planner estimates
+            SELECT * FROM {s}.lg_blobs b WHERE b.ns = c.ns AND b.thread_id = c.thread_id
+                AND b.cns = c.cns AND b.channel = v.key AND b.version = v.value LIMIT 1) b
         UNION ALL
         SELECT ch.wc, ch.depth + 1, b.kind, b.base, b.n, b.type, b.value
-        FROM chain ch JOIN {s}.lg_blobs b ON b.ns = c.ns AND b.thread_id = c.thread_id
-            AND b.cns = c.cns AND b.channel = ch.wc AND b.version = ch.base
+        FROM chain ch CROSS JOIN LATERAL (
+            SELECT * FROM {s}.lg_blobs b WHERE b.ns = c.ns AND b.thread_id = c.thread_id
+                AND b.cns = c.cns AND b.channel = ch.wc AND b.version = ch.base LIMIT 1) b
         WHERE ch.kind = 'd')
     SELECT array_agg(wc) ch, array_agg(kind) kind, array_agg(n) n, array_agg(type) type,
         array_agg(value) value

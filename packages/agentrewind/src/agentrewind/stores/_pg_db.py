@@ -1,9 +1,9 @@
 """PostgreSQL connection handling shared by the store and the LangGraph saver.
 
 A `psycopg_pool.ConnectionPool` (or the caller's own pool or connection), autocommit
-connections and no session state: every table name is schema-qualified, nothing is `SET`
-outside a transaction and prepared statements are off by default, so the store works behind
-PgBouncer in transaction mode. A logical write is a list of statements sent in one pipeline
+connections and no session state: every table name is schema-qualified and nothing is `SET`
+outside a transaction, so the store works behind PgBouncer in transaction mode (1.21+ keeps
+prepared statements there; `prepare_threshold=None` turns them off for older poolers). A logical write is a list of statements sent in one pipeline
 inside one transaction: one network round trip and one commit. A connection the server
 dropped (restart, idle timeout) is replaced and the operation tried once more; psycopg
 errors come out as agentrewind errors.
@@ -61,8 +61,9 @@ class PostgresDatabase:
         pool: A `psycopg_pool.ConnectionPool` of the caller's (left open on `close`).
         connection: A `psycopg.Connection` of the caller's, used under a lock (left open).
         max_size: Most connections of the pool this object opens.
-        prepare_threshold: psycopg's `prepare_threshold` for the pool's connections; None
-            (default) never prepares, which PgBouncer's transaction mode needs.
+        prepare_threshold: psycopg's `prepare_threshold` for the pool's connections (default
+            5: a statement run 5 times on a connection is prepared, so its plan is reused);
+            None never prepares, for PgBouncer before 1.21 in transaction mode.
         pipeline: Send a write's statements in one pipeline (one round trip); False sends
             them one by one inside the transaction (for poolers that reject pipelines).
         connect_timeout: Seconds to wait for a connection before `StoreUnavailableError`.
@@ -75,7 +76,7 @@ class PostgresDatabase:
         pool: Any = None,
         connection: Any = None,
         max_size: int = 8,
-        prepare_threshold: int | None = None,
+        prepare_threshold: int | None = 5,
         pipeline: bool = True,
         connect_timeout: float = 5.0,
     ) -> None:

@@ -24,7 +24,7 @@ class PostgresStore(Store):
 
     Every write is one transaction sent as one pipeline (one network round trip, one
     commit). Nothing depends on session state, so the store works through PgBouncer in
-    transaction mode. Leases are rows; a lease-checked write calls the schema's
+    transaction mode (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows; a lease-checked write calls the schema's
     `ar_fence(ns, run_id, owner)` as its first statement, in the same transaction.
 
     Args:
@@ -38,7 +38,9 @@ class PostgresStore(Store):
             (`SET LOCAL synchronous_commit = off` per write: a server crash may lose the
             last few hundred milliseconds of commits, never corrupts).
         max_size: Most connections in the pool the store opens.
-        prepare_threshold: psycopg's; None (default) never prepares (PgBouncer-safe).
+        prepare_threshold: psycopg's (default 5: statements run often are prepared, so
+            their plans are reused); None never prepares (PgBouncer before 1.21, transaction
+            mode; URL `prepare_threshold=none`).
         pipeline: False sends a write's statements one by one (for poolers without
             pipeline support); the write stays one transaction.
         connect_timeout: Seconds to wait for a connection.
@@ -56,7 +58,7 @@ class PostgresStore(Store):
         connection: Any = None,
         durability: str = "full",
         max_size: int = 8,
-        prepare_threshold: int | None = None,
+        prepare_threshold: int | None = 5,
         pipeline: bool = True,
         connect_timeout: float = 5.0,
     ) -> None:
@@ -99,8 +101,12 @@ class PostgresStore(Store):
             kwargs.setdefault("connect_timeout", float(query["connect_timeout"]))
         for name in ("max_size", "prepare_threshold"):
             if name in ours:
+                value = ours[name].lower()
+                if name == "prepare_threshold" and value in ("none", "off", ""):
+                    kwargs.setdefault(name, None)
+                    continue
                 try:
-                    kwargs.setdefault(name, int(ours[name]))
+                    kwargs.setdefault(name, int(value))
                 except ValueError:
                     raise ValueError(f"{name} in the store URL must be an integer") from None
         return cls(clean, **kwargs)

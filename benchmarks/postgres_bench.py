@@ -1,0 +1,278 @@
+"""RewindSaver on PostgreSQL beside PostgresSaver / AsyncPostgresSaver and InMemorySaver.
+
+One process, one scratch database (`agentrewind_bench_<pid>_<rand>`, dropped at the end), the
+savers interleaved so that a shared machine's drifting load weighs on all of them alike:
+  a  10-node line graph, durability="sync": median invoke, x memory
+  b  one thread grown to 100 / 1,000 / 10,000 checkpoints: put (median of the last 100),
+     latest get_tuple and list(limit=10) at each size
+  c  core journal: `run.step` (started + completed writes) and a replay hit, per step
+  d  async API: 10-node graph via ainvoke, 16 in flight (invokes/s; AsyncPostgresSaver on a pool)
+
+Usage: python benchmarks/postgres_bench.py [--quick] [--parts abcd]
+       (server: $AGENTREWIND_TEST_POSTGRES, default postgresql://postgres@127.0.0.1:5432/postgres)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph_bench import _small, _timed_invoke, fill, line_graph, med, table
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from agentrewind_langgraph import RewindSaver
+
+SERVER = os.environ.get(
+    "AGENTREWIND_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _db_url(name: str) -> str:
+    return urlunsplit(urlsplit(SERVER)._replace(path=f"/{name}"))
+
+
+class Anchor:
+    """PostgresSaver on its own autocommit connection, as `from_conn_string` opens it."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        self.saver = PostgresSaver(self.conn)
+        self.saver.setup()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def savers(url: str) -> dict[str, Callable[[], Any]]:
+    def rewind(durability: str = "full") -> Callable[[], Any]:
+        return lambda: RewindSaver(
+            f"{url}?namespace=b{uuid.uuid4().hex[:8]}&durability={durability}"
+        )
+
+    return {
+        "memory": InMemorySaver,
+        "PostgresSaver": lambda: Anchor(url),
+        "Rewind/pg": rewind(),
+        "Rewind/pg-normal": rewind("normal"),
+    }
+
+
+def _saver(obj: Any) -> Any:
+    return obj.saver if isinstance(obj, Anchor) else obj
+
+
+def _close(obj: Any) -> None:
+    if hasattr(obj, "close"):
+        obj.close()
+
+
+def part_a(url: str, runs: int) -> None:
+    builder = line_graph()
+    rng = random.Random(42)
+    objs = {name: make() for name, make in savers(url).items()}
+    graphs = {name: builder.compile(checkpointer=_saver(o)) for name, o in objs.items()}
+    for g in graphs.values():
+        for _ in range(5):
+            _timed_invoke(g, "sync")
+    times: dict[str, list[float]] = {name: [] for name in graphs}
+    order = list(graphs)
+    for _ in range(runs):
+        rng.shuffle(order)
+        for name in order:
+            times[name].append(_timed_invoke(graphs[name], "sync"))
+    for o in objs.values():
+        _close(o)
+    rows: dict[str, float | None] = {n: med(t) * 1e3 for n, t in times.items()}
+    table('(a) 10-node graph, durability="sync": median invoke', "ms", rows)
+    anchor = rows["PostgresSaver"] or 1.0
+    print("    vs PostgresSaver: " + ", ".join(
+        f"{n} x{(v or 0) / anchor:.2f}" for n, v in rows.items() if n.startswith("Rewind")
+    ))  # fmt: skip
+    base = rows["memory"] or 0.0
+    print("    per node-step over memory: " + ", ".join(
+        f"{n} {((v or 0) - base) / 10 * 1000:+.0f} us" for n, v in rows.items() if n != "memory"
+    ))  # fmt: skip
+
+
+def part_b(url: str, sizes: list[int]) -> None:
+    objs = {name: make() for name, make in savers(url).items() if name != "memory"}
+    objs = {"memory": InMemorySaver(), **objs}
+    done = dict.fromkeys(objs, 0)
+    cfgs: dict[str, list[Any]] = {n: [] for n in objs}
+    latest: Any = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
+    for size in sizes:
+        put_us: dict[str, float | None] = {}
+        get_us: dict[str, float | None] = {}
+        list_us: dict[str, float | None] = {}
+        for name, o in objs.items():
+            s = _saver(o)
+            times: list[float] = []
+            # Continue the thread from where the last size left it.
+            n_new = size - done[name]
+            start = done[name]
+            configs = fill_from(s, "b", start, n_new, times)
+            cfgs[name] += configs
+            done[name] = size
+            put_us[name] = med(times[-100:]) * 1e6
+        for name, o in objs.items():
+            s = _saver(o)
+            get_us[name] = timed(lambda s=s: s.get_tuple(latest), 200) * 1e6
+            list_us[name] = timed(lambda s=s: list(s.list(latest, limit=10)), 50) * 1e6
+        for title, rows in (("put", put_us), ("latest get_tuple", get_us),
+                            ("list(limit=10)", list_us)):  # fmt: skip
+            table(f"(b) {size} checkpoints, one thread: {title}", "us", rows)
+            anchor = rows["PostgresSaver"] or 1.0
+            print("    vs PostgresSaver: " + ", ".join(
+                f"{n} x{(v or 0) / anchor:.2f}" for n, v in rows.items() if n.startswith("Rewind")
+            ))  # fmt: skip
+    for o in objs.values():
+        _close(o)
+
+
+_VERSIONS: dict[int, dict[str, Any]] = {}
+
+
+def fill_from(s: Any, tid: str, start: int, n: int, times: list[float]) -> list[Any]:
+    """`fill` continued on an existing thread (versions kept per saver object)."""
+    if start == 0:
+        return fill(s, tid, n, lambda i: _small(i), lambda i: ["messages", "counter"], times)
+    versions = _VERSIONS.setdefault(id(s), {})
+    cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+    last = s.get_tuple(cfg)
+    cfg = last.config
+    versions.update(last.checkpoint["channel_versions"])
+    from langgraph_bench import _cp
+
+    out = []
+    for i in range(start, start + n):
+        values = _small(i)
+        new = {}
+        for ch in ("messages", "counter"):
+            versions[ch] = s.get_next_version(versions.get(ch), None)
+            new[ch] = versions[ch]
+        t = time.perf_counter()
+        cfg = s.put(cfg, _cp(values, versions, i), {"source": "loop", "step": i, "parents": {}},
+                    new)  # fmt: skip
+        times.append(time.perf_counter() - t)
+        out.append(cfg)
+    return out
+
+
+def timed(fn: Callable[[], Any], reps: int) -> float:
+    xs = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        xs.append(time.perf_counter() - t)
+    return med(xs)
+
+
+def part_c(url: str, steps: int) -> None:
+    from core_bench import bench_backend
+
+    rows = {
+        "postgres": bench_backend(f"{url}?namespace=j{uuid.uuid4().hex[:6]}", steps),
+        "postgres-normal": bench_backend(
+            f"{url}?namespace=j{uuid.uuid4().hex[:6]}&durability=normal", steps
+        ),
+    }
+    print(f"\n(c) core journal, {steps} steps: median us per step")
+    for name, r in rows.items():
+        print(
+            f"  {name:<16} step record {r['step record']:>8.0f} us   call record "
+            f"{r['call record']:>8.0f} us   replay hit {r['replay hit']:>6.1f} us"
+        )
+    print("    anchor: DBOS on Postgres 2,729 us per step; goal <= 400 us")
+
+
+def part_d(url: str, n: int, inflight: int = 16) -> None:
+    async def run(make: Callable[[], Any]) -> float:
+        saver = await make()
+        g = line_graph().compile(checkpointer=saver)
+        sem = asyncio.Semaphore(inflight)
+
+        async def one() -> None:
+            async with sem:
+                cfg = {"configurable": {"thread_id": uuid.uuid4().hex}}
+                await g.ainvoke({"messages": []}, cfg, durability="sync")
+
+        await asyncio.gather(*(one() for _ in range(5)))
+        t = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        rate = n / (time.perf_counter() - t)
+        closer = getattr(saver, "_bench_close", None) or getattr(saver, "aclose", None)
+        if closer is not None:
+            await closer()
+        return rate
+
+    async def memory() -> Any:
+        return InMemorySaver()
+
+    async def anchor() -> Any:
+        pool = AsyncConnectionPool(
+            url,
+            max_size=8,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=False,
+        )
+        await pool.open()
+        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        await saver.setup()
+        saver._bench_close = pool.close  # type: ignore[attr-defined]
+        return saver
+
+    async def rewind() -> Any:
+        return RewindSaver(f"{url}?namespace=d{uuid.uuid4().hex[:8]}")
+
+    async def main() -> None:
+        rows: dict[str, float | None] = {}
+        for name, make in (("memory", memory), ("AsyncPostgresSaver", anchor),
+                           ("Rewind/pg", rewind)):  # fmt: skip
+            rows[name] = await run(make)
+        table(f"(d) ainvoke, {inflight} in flight (higher is better)", "inv/s", rows, False)
+        anchor_rate = rows["AsyncPostgresSaver"] or 1.0
+        print(f"    Rewind/pg vs AsyncPostgresSaver: x{(rows['Rewind/pg'] or 0) / anchor_rate:.2f}")
+
+    asyncio.run(main())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true", help="smaller sizes")
+    p.add_argument("--parts", default="abcd")
+    a = p.parse_args()
+    name = f"agentrewind_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = _db_url(name)
+    t0 = time.perf_counter()
+    try:
+        if "a" in a.parts:
+            part_a(url, 30 if a.quick else 100)
+        if "b" in a.parts:
+            part_b(url, [100, 1000] if a.quick else [100, 1000, 10000])
+        if "c" in a.parts:
+            part_c(url, 200 if a.quick else 1000)
+        if "d" in a.parts:
+            part_d(url, 60 if a.quick else 200)
+    finally:
+        with psycopg.connect(SERVER, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
