@@ -24,8 +24,9 @@ class PostgresStore(Store):
 
     Every write is one transaction sent as one pipeline (one network round trip, one
     commit). Nothing depends on session state, so the store works through PgBouncer in
-    transaction mode (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows; a lease-checked write calls the schema's
-    `ar_fence(ns, run_id, owner)` as its first statement, in the same transaction.
+    transaction mode (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows;
+    a lease-checked write calls the schema's `ar_fence(ns, run_id, owner)` as its first
+    statement, in the same transaction.
 
     Args:
         url: `postgresql://user:password@host:port/dbname` (libpq parameters such as
