@@ -3,10 +3,10 @@
 A `psycopg_pool.ConnectionPool` (or the caller's own pool or connection), autocommit
 connections and no session state: every table name is schema-qualified and nothing is `SET`
 outside a transaction, so the store works behind PgBouncer in transaction mode (1.21+ keeps
-prepared statements there; `prepare_threshold=None` turns them off for older poolers). A
-logical write is a list of statements sent in one pipeline inside one transaction: one network round trip and one commit. A connection the server
-dropped (restart, idle timeout) is replaced and the operation tried once more; psycopg
-errors come out as agentrewind errors.
+prepared statements there; `prepare_threshold=None` turns them off for older poolers).
+A logical write is a list of statements sent in one pipeline inside one transaction: one
+network round trip and one commit. A connection the server dropped (restart, idle timeout)
+is replaced and the operation tried once more; psycopg errors come out as agentrewind errors.
 """
 
 from __future__ import annotations
