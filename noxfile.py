@@ -27,7 +27,9 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
-    sync(session, "redis", groups=("lint", "test"))  # test: agentrewind.testing uses pytest
+    sync(
+        session, "redis", "postgres", groups=("lint", "test")
+    )  # test: agentrewind.testing uses pytest
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -35,8 +37,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def core(session: nox.Session) -> None:
-    """The core's tests with no LLM framework installed."""
-    sync(session, "redis")
+    """The core's tests with no LLM framework installed (stores: SQLite, Redis, PostgreSQL)."""
+    sync(session, "redis", "postgres")
     session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
 
 
@@ -51,7 +53,7 @@ def langchain(session: nox.Session) -> None:
 @nox.session
 def langgraph(session: nox.Session) -> None:
     """LangGraph saver tests, including langgraph-checkpoint-conformance."""
-    sync(session, "redis", "langgraph", groups=("test", "lint", "test-langgraph"))
+    sync(session, "redis", "postgres", "langgraph", groups=("test", "lint", "test-langgraph"))
     session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
 
@@ -79,3 +81,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/timeline_bench.py", "--stores", "memory,sqlite,redis")
     session.run("python", "benchmarks/langchain_bench.py")
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
+    session.run("python", "benchmarks/postgres_bench.py", "--quick")
