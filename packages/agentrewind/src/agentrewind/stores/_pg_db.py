@@ -159,6 +159,9 @@ class PostgresDatabase:
                     return fn(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if attempt == 0 and self._conn is None and _dropped(exc):
+                    # A restart drops every pooled connection: replace the idle ones too.
+                    with contextlib.suppress(Exception):
+                        self.pool.check()
                     continue
                 raise self.translate(exc) from exc
             except psycopg.Error as exc:
