@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from agentrewind.errors import SchemaVersionError
+from agentrewind.adapters import SchemaVersionError
 
 from . import _pg_sql as Q
 from ._codec import BlobRow, CheckpointInfo, PutRow, RawTuple, WriteRow, assemble_blob, plan_removal
