@@ -127,3 +127,40 @@ async def test_async_api_on_postgres(url: str) -> None:
         tup = await saver.aget_tuple(cfg)
         assert tup is not None and tup.pending_writes == [("task", "x", 5)]
         assert [t.metadata["step"] async for t in saver.alist(cfg)] == [0]
+
+
+def test_migrate_postgres_saver_keeps_history_and_pending_interrupt(
+    postgres_url: str, saver_url: str
+) -> None:
+    pg_saver = pytest.importorskip("langgraph.checkpoint.postgres")
+    from langgraph.types import Command
+    from test_migrate_and_cli import _graph
+
+    from agentrewind_langgraph import migrate_postgres_saver
+
+    schema = f"pgsaver_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    src = f"{postgres_url}?options=-csearch_path%3D{schema}"
+    with pg_saver.PostgresSaver.from_conn_string(src) as old:
+        old.setup()
+        graph = _graph().compile(checkpointer=old)
+        graph.invoke({"items": []}, {"configurable": {"thread_id": "done"}})
+        graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "done"}})
+        graph.invoke({"items": []}, {"configurable": {"thread_id": "paused"}})
+        old_hist = {
+            t: [(c.config, c.metadata, c.checkpoint["channel_values"], c.parent_config)
+                for c in old.list({"configurable": {"thread_id": t}})]
+            for t in ("done", "paused")
+        }  # fmt: skip
+    counts = migrate_postgres_saver(src, saver_url)
+    assert counts["threads"] == 2 and counts["checkpoints"] == sum(map(len, old_hist.values()))
+    assert counts["writes"] > 0
+    with RewindSaver(saver_url) as saver:
+        for t, hist in old_hist.items():
+            new = [(c.config, c.metadata, c.checkpoint["channel_values"], c.parent_config)
+                   for c in saver.list({"configurable": {"thread_id": t}})]  # fmt: skip
+            assert new == hist
+        graph = _graph().compile(checkpointer=saver)
+        out = graph.invoke(Command(resume="later"), {"configurable": {"thread_id": "paused"}})
+        assert out["items"] == ["a", "answer:later"]

@@ -1,6 +1,6 @@
-"""agentrewind for LangGraph: `RewindSaver`, a drop-in checkpointer on SQLite, Redis and Cluster."""
+"""agentrewind for LangGraph: `RewindSaver`, a drop-in checkpointer on SQLite, Redis, Postgres."""
 
-from .migrate import migrate_sqlite_saver
+from .migrate import migrate_postgres_saver, migrate_sqlite_saver
 from .saver import RewindSaver
 
-__all__ = ["RewindSaver", "migrate_sqlite_saver"]
+__all__ = ["RewindSaver", "migrate_postgres_saver", "migrate_sqlite_saver"]
