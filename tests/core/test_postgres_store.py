@@ -150,3 +150,25 @@ def test_bad_schema_name_is_refused() -> None:
 
     with pytest.raises(ValueError, match="plain SQL name"):
         PostgresStore("postgresql://x/y", schema='a"; DROP TABLE x; --')
+
+
+def test_writing_to_an_expired_run_starts_it_afresh_in_one_statement(postgres_url: str) -> None:
+    from agentrewind import RunMetrics
+
+    with agentrewind.connect(postgres_url, namespace=ns()) as store:
+        store.begin_run("r", ttl=0.1)
+        store.put_steps([rec("r", "a", 1), rec("r", "b", 2)], heads={"main": "id-b"})
+        store.end_run("r", "failed", RunMetrics(steps=2, failures=1))
+        created = store.get_run("r").created_at  # type: ignore[union-attr]
+        time.sleep(0.25)
+        assert store.get_run("r") is None
+        store.put_step(rec("r", "a", 7))  # a key the expired run had: replaced, not kept
+        assert [(s.key, s.seq) for s in store.load_steps("r")] == [("a", 7)]
+        assert store.get_heads("r") == {}
+        info = store.get_run("r")
+        assert info is not None and info.status == "running" and info.expires_at is None
+        assert info.metrics == RunMetrics() and info.created_at > created
+        store.begin_run("r", ttl=0.1)
+        time.sleep(0.25)
+        assert store.begin_run("r").metrics == RunMetrics()
+        assert store.load_steps("r") == []

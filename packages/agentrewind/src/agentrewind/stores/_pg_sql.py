@@ -48,26 +48,36 @@ V1 = [
 MIGRATIONS: list[list[str]] = [V1]
 
 # A run whose TTL ran out but that `prune` has not purged yet must not come back to life when
-# its id is written again (its steps would replay): these drop it first, in the same write.
-_EXPIRED = """EXISTS (SELECT 1 FROM {s}.ar_runs r WHERE r.ns = t.ns AND r.run_id = t.run_id
-    AND r.expires_at < %(now)s)"""
-DROP_EXPIRED = [
-    f"DELETE FROM {{s}}.ar_steps t WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND {_EXPIRED}",
-    f"DELETE FROM {{s}}.ar_heads t WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND {_EXPIRED}",
-    """DELETE FROM {s}.ar_runs WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)
-        AND expires_at < %(now)s""",
-]
+# its id is written again (its steps would replay). Each write that can revive a run carries
+# these CTEs: they delete the expired run's steps and heads, except the rows the write itself
+# replaces (one statement may not touch a row twice), and the run row is reset by the upsert.
+_EXPIRED = """x AS (SELECT run_id FROM {s}.ar_runs WHERE ns = %(ns)s
+        AND run_id = ANY(%(runs)s) AND expires_at < %(now)s),
+    ds AS (DELETE FROM {s}.ar_steps t USING x WHERE t.ns = %(ns)s AND t.run_id = x.run_id
+        AND (t.run_id, t.key) NOT IN (SELECT * FROM unnest(%(runs_of)s::text[], %(keys)s::text[]))),
+    dh AS (DELETE FROM {s}.ar_heads t USING x WHERE t.ns = %(ns)s AND t.run_id = x.run_id
+        AND NOT (t.run_id = %(run)s AND t.branch = ANY(%(branches)s)))"""
+_GONE = "r.expires_at < excluded.updated_at"
 
 RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
-UPSERT_RUN = f"""INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl,
-        expires_at)
+UPSERT_RUN = f"""WITH {_EXPIRED}
+INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl, expires_at)
     VALUES (%(ns)s, %(run)s, 'running', %(now)s, %(now)s, %(ttl)s, %(now)s + %(ttl)s)
-    ON CONFLICT (ns, run_id) DO UPDATE SET status = 'running', updated_at = %(now)s,
-        ttl = coalesce(%(ttl)s, r.ttl), expires_at = %(now)s + coalesce(%(ttl)s, r.ttl)
+    ON CONFLICT (ns, run_id) DO UPDATE SET status = 'running', updated_at = excluded.updated_at,
+        created_at = CASE WHEN {_GONE} THEN excluded.created_at ELSE r.created_at END,
+        metrics = CASE WHEN {_GONE} THEN '{{}}'::jsonb ELSE r.metrics END,
+        ttl = coalesce(excluded.ttl, CASE WHEN {_GONE} THEN NULL ELSE r.ttl END),
+        expires_at = excluded.updated_at
+            + coalesce(excluded.ttl, CASE WHEN {_GONE} THEN NULL ELSE r.ttl END)
     RETURNING {RUN_COLUMNS}"""
-TOUCH_RUNS = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at)
+TOUCH_RUNS = f"""INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at)
     SELECT %(ns)s, u, 'running', %(now)s, %(now)s FROM unnest(%(runs)s::text[]) AS u
-    ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = %(now)s, expires_at = %(now)s + r.ttl"""
+    ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = excluded.updated_at,
+        status = CASE WHEN {_GONE} THEN 'running' ELSE r.status END,
+        created_at = CASE WHEN {_GONE} THEN excluded.created_at ELSE r.created_at END,
+        metrics = CASE WHEN {_GONE} THEN '{{}}'::jsonb ELSE r.metrics END,
+        ttl = CASE WHEN {_GONE} THEN NULL ELSE r.ttl END,
+        expires_at = CASE WHEN {_GONE} THEN NULL ELSE excluded.updated_at + r.ttl END"""
 # Adds the metrics field by field in SQL, so ending a run is one statement.
 END_RUN = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at, metrics)
     VALUES (%(ns)s, %(run)s, %(status)s, %(now)s, %(now)s, %(metrics)s::jsonb)
@@ -96,17 +106,24 @@ DELETE_RUN = [
 ]
 EXPIRED_RUNS = """SELECT run_id FROM {s}.ar_runs WHERE ns = %s AND expires_at < %s"""
 
-UPSERT_STEPS = """INSERT INTO {s}.ar_steps (ns, run_id, key, step_id, seq, data)
+_UPSERT_STEPS = """INSERT INTO {s}.ar_steps (ns, run_id, key, step_id, seq, data)
     SELECT %(ns)s, * FROM unnest(%(runs_of)s::text[], %(keys)s::text[], %(ids)s::text[],
         %(seqs)s::bigint[], %(datas)s::bytea[])
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
         step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
+_SET_HEADS = """INSERT INTO {s}.ar_heads (ns, run_id, branch, step_id)
+    SELECT %(ns)s, %(run)s, * FROM unnest(%(branches)s::text[], %(heads)s::text[])
+    ON CONFLICT (ns, run_id, branch) DO UPDATE SET step_id = excluded.step_id"""
+UPSERT_STEPS = _UPSERT_STEPS
+SET_HEADS = _SET_HEADS
+# Steps, heads (an empty array moves none) and the runs' clocks in one statement.
+PUT_STEPS = f"""WITH {_EXPIRED},
+    st AS ({_UPSERT_STEPS}),
+    hd AS ({_SET_HEADS})
+{TOUCH_RUNS}"""
 LOAD_STEPS = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s ORDER BY seq"
 GET_STEP = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND step_id = %s"
 
-SET_HEADS = """INSERT INTO {s}.ar_heads (ns, run_id, branch, step_id)
-    SELECT %(ns)s, %(run)s, * FROM unnest(%(branches)s::text[], %(heads)s::text[])
-    ON CONFLICT (ns, run_id, branch) DO UPDATE SET step_id = excluded.step_id"""
 DELETE_HEAD = "DELETE FROM {s}.ar_heads WHERE ns = %(ns)s AND run_id = %(run)s AND branch = %(b)s"
 GET_HEADS = "SELECT branch, step_id FROM {s}.ar_heads WHERE ns = %s AND run_id = %s"
 

@@ -22,11 +22,12 @@ _OUR_PARAMS = ("namespace", "schema", "durability", "pipeline", "max_size", "pre
 class PostgresStore(Store):
     """Runs and steps in PostgreSQL tables (`ar_runs`, `ar_steps`, `ar_heads`, `ar_leases`).
 
-    Every write is one transaction sent as one pipeline (one network round trip, one
-    commit). Nothing depends on session state, so the store works through PgBouncer in
-    transaction mode (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows;
-    a lease-checked write calls the schema's `ar_fence(ns, run_id, owner)` as its first
-    statement, in the same transaction.
+    Every write is one statement (data-modifying CTEs), so one round trip and one
+    implicit transaction; a write of several statements is sent as one pipeline. Nothing
+    depends on session state, so the store works through PgBouncer in transaction mode
+    (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows; a lease-checked
+    write calls the schema's `ar_fence(ns, run_id, owner)` as its first statement, in the
+    same transaction.
 
     Args:
         url: `postgresql://user:password@host:port/dbname` (libpq parameters such as
@@ -154,16 +155,10 @@ class PostgresStore(Store):
         return self.db.run_in(conn, statements, fetch=fetch)
 
     # -- runs -------------------------------------------------------------------------------
-    def _drop_expired(self, runs: list[str], now: float) -> list[Statement]:
-        args = {"ns": self.namespace, "runs": runs, "now": now}
-        return [(s, args) for s in self.sql("DROP_EXPIRED")]
-
     def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
-        now = time.time()
-        args = {"ns": self.namespace, "run": run_id, "now": now, "ttl": ttl}
-        drop = self._drop_expired([run_id], now)
-        rows = self.write([*drop, (self.sql("UPSERT_RUN"), args)], fetch=len(drop))
-        return _run_info(rows[0])
+        args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
+        args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
+        return _run_info(self.write([(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
 
     def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
         args = {
@@ -208,23 +203,18 @@ class PostgresStore(Store):
         runs = list(dict.fromkeys(r.run_id for r in records))
         if head_run is not None and head_run not in runs:
             runs.append(head_run)
-        statements = self._drop_expired(runs, now)
-        if records:
-            args = {
-                "ns": self.namespace,
-                "runs_of": [r.run_id for r in records],
-                "keys": [r.key for r in records],
-                "ids": [r.step_id for r in records],
-                "seqs": [r.seq for r in records],
-                "datas": [r.encode() for r in records],
-            }
-            statements.append((self.sql("UPSERT_STEPS"), args))
-        statements.append(
-            (self.sql("TOUCH_RUNS"), {"ns": self.namespace, "runs": runs, "now": now})
-        )
-        if head_run is not None and heads:
-            statements.append((self.sql("SET_HEADS"), self._heads_args(head_run, heads)))
-        self.write(statements)
+        args = {
+            "ns": self.namespace,
+            "runs": runs,
+            "now": now,
+            "runs_of": [r.run_id for r in records],
+            "keys": [r.key for r in records],
+            "ids": [r.step_id for r in records],
+            "seqs": [r.seq for r in records],
+            "datas": [r.encode() for r in records],
+        }
+        args |= self._heads_args(head_run or "", heads if head_run is not None and heads else {})
+        self.write([(self.sql("PUT_STEPS"), args)])
 
     def _heads_args(self, run_id: str, heads: dict[str, str]) -> dict[str, Any]:
         return {
@@ -251,14 +241,9 @@ class PostgresStore(Store):
             self.write([(self.sql("DELETE_HEAD"), args)])
             return
         now = time.time()
-        touch = {"ns": self.namespace, "runs": [run_id], "now": now}
-        self.write(
-            [
-                *self._drop_expired([run_id], now),
-                (self.sql("TOUCH_RUNS"), touch),
-                (self.sql("SET_HEADS"), self._heads_args(run_id, {branch: step_id})),
-            ]
-        )
+        args = {"runs": [run_id], "now": now, "runs_of": [], "keys": [], "ids": [], "seqs": []}
+        args |= {"datas": [], **self._heads_args(run_id, {branch: step_id})}
+        self.write([(self.sql("PUT_STEPS"), args)])
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
