@@ -237,13 +237,13 @@ class PostgresStore(Store):
     # -- heads ------------------------------------------------------------------------------
     def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
         if step_id is None:
-            args = {"ns": self.namespace, "run": run_id, "b": branch}
-            self.write([(self.sql("DELETE_HEAD"), args)])
+            self.write(
+                [(self.sql("DELETE_HEAD"), {"ns": self.namespace, "run": run_id, "b": branch})]
+            )
             return
-        now = time.time()
-        args = {"runs": [run_id], "now": now, "runs_of": [], "keys": [], "ids": [], "seqs": []}
-        args |= {"datas": [], **self._heads_args(run_id, {branch: step_id})}
-        self.write([(self.sql("PUT_STEPS"), args)])
+        args: dict[str, Any] = {"runs": [run_id], "now": time.time(), "datas": []}
+        args |= {"runs_of": [], "keys": [], "ids": [], "seqs": []}
+        self.write([(self.sql("PUT_STEPS"), args | self._heads_args(run_id, {branch: step_id}))])
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
