@@ -259,8 +259,8 @@ async def test_checkpoints_iterate_and_bad_input(t: Driver) -> None:
 
 
 async def test_subscribe_in_process(t: Driver) -> None:
-    if t.store.scheme == "redis":
-        pytest.skip("Redis delivery is asynchronous: covered in test_timeline_process")
+    if t.store.scheme in ("redis", "postgresql"):
+        pytest.skip("server delivery is asynchronous: covered in test_timeline_process")
     events: list[agentrewind.TimelineEvent] = []
     merges: list[str] = []
     sub = t.subscribe("*", events.append)

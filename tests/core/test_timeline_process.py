@@ -1,4 +1,5 @@
-"""Timelines across processes: persistence on SQLite and Redis, Redis pub/sub subscriptions."""
+"""Timelines across processes: persistence on SQLite and Redis, subscriptions through Redis
+pub/sub and PostgreSQL LISTEN/NOTIFY."""
 
 from __future__ import annotations
 
@@ -82,11 +83,14 @@ SUBSCRIBED_WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
-def test_subscribe_across_processes_on_redis(
+@pytest.mark.parametrize(
+    "kind", ["redis", "redis-cluster", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_subscribe_across_processes(
     request: pytest.FixtureRequest, kind: str, namespace: str
 ) -> None:
-    base = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster")
+    fixture = {"redis": "redis_url", "redis-cluster": "redis_cluster", "postgres": "postgres_url"}
+    base = request.getfixturevalue(fixture[kind])
     url = f"{base}?namespace={namespace}"
     store = agentrewind.connect(url)
     tl = Timeline("events", store=store)

@@ -12,6 +12,7 @@ is replaced and the operation tried once more; psycopg errors come out as agentr
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a session without 
 __all__ = ["PostgresDatabase", "Statement", "redact"]
 
 T = TypeVar("T")
+log = logging.getLogger("agentrewind.stores.postgres")
 Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 """One SQL statement and its parameters."""
 
@@ -81,6 +83,7 @@ class PostgresDatabase:
         connect_timeout: float = 5.0,
     ) -> None:
         self.url = redact(conninfo or "") if conninfo else "postgresql://(caller's connection)"
+        self.conninfo = conninfo or getattr(pool, "conninfo", "") or ""
         self.pipeline = pipeline
         self.connect_timeout = connect_timeout
         self._conn: Any = connection
@@ -256,6 +259,45 @@ class PostgresDatabase:
             self.call(txn)
         except SchemaVersionError:
             raise
+
+    def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Deliver each `NOTIFY` payload on `channel` to `callback` from a background thread.
+
+        LISTEN needs a session of its own, so it opens a dedicated connection (not from the
+        pool, and not through a transaction-mode pooler). It is listening when this returns.
+
+        Returns:
+            A function that stops listening and closes that connection.
+        """
+        if not self.conninfo:
+            raise StoreError("subscriptions need the store's URL or pool (not a bare connection)")
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True)
+            conn.execute(f'LISTEN "{channel}"')
+        except psycopg.Error as exc:
+            raise self.translate(exc) from exc
+        stopping = threading.Event()
+
+        def loop() -> None:
+            while not stopping.is_set():
+                try:
+                    for note in conn.notifies(timeout=0.2):
+                        callback(note.payload)
+                except psycopg.Error:
+                    if not stopping.is_set():
+                        log.warning("PostgreSQL subscription on %s lost its connection", channel)
+                    return
+
+        thread = threading.Thread(target=loop, name="agentrewind-pg-listen", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            thread.join(timeout=2.0)
+            with contextlib.suppress(Exception):
+                conn.close()
+
+        return stop
 
     def close(self) -> None:
         """Close the pool if this object opened it (a caller's pool or connection stays open)."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -285,6 +286,21 @@ class PostgresStore(Store):
         lost lease raises `StoreError` with nothing written.
         """
         return self.sql("FENCE"), {"ns": self.namespace, "run": run_id, "owner": owner}
+
+    # -- notifications ----------------------------------------------------------------------
+    def channel(self, topic: str) -> str:
+        """A LISTEN/NOTIFY channel name for `topic` in this schema and namespace (<= 63 bytes)."""
+        digest = hashlib.sha1(f"{self.schema}\0{self.namespace}\0{topic}".encode()).hexdigest()
+        return f"ar_{digest}"
+
+    def notify(self, channel: str, payload: str) -> None:
+        """`pg_notify` (delivered to listeners when the statement commits; <= 8000 bytes)."""
+        self.write([("SELECT pg_notify(%s, %s)", (channel, payload))])
+
+    def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call `callback(payload)` for each notification on `channel`; returns `stop()`."""
+        stop: Callable[[], None] = self.db.listen(channel, callback)
+        return stop
 
     def close(self) -> None:
         self.db.close()

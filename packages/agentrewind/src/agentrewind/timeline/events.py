@@ -1,8 +1,9 @@
-"""Timeline state-change events: in-process for memory and SQLite, Redis pub/sub across processes.
+"""Timeline state-change events: in-process, or Redis pub/sub, or PostgreSQL LISTEN/NOTIFY.
 
 On Redis every change is published with a plain `PUBLISH` (it reaches subscribers on any node of
-a Cluster), and subscribers receive their own process's changes through the same channel, so a
-callback sees each change once whatever process made it.
+a Cluster); on PostgreSQL with `pg_notify` (delivered on commit). Subscribers receive their own
+process's changes through the same channel, so a callback sees each change once whatever
+process made it.
 """
 
 from __future__ import annotations
@@ -117,8 +118,19 @@ def _channel(store: Any, timeline: str) -> str:
 
 
 def is_remote(store: Store) -> bool:
-    """True when changes travel through Redis pub/sub (publishing is network I/O)."""
+    """True when changes travel through the server (publishing is network I/O)."""
+    if store.scheme == "postgresql":
+        return hasattr(store, "notify")
     return store.scheme == "redis" and hasattr(store, "client")
+
+
+def _deliver_payload(sub: Subscription, payload: str | bytes, channel: object) -> None:
+    try:
+        event = TimelineEvent(**json.loads(payload))
+    except (ValueError, TypeError):
+        log.warning("ignored a malformed timeline event on %s", channel)
+        return
+    sub.deliver(event)
 
 
 def has_local_subscribers(store: Store, timeline: str) -> bool:
@@ -130,6 +142,9 @@ def publish(store: Store, event: TimelineEvent) -> None:
     """Deliver `event` to this process's subscribers, or publish it on Redis."""
     if is_remote(store):
         payload = json.dumps(dataclasses.asdict(event), separators=(",", ":"))
+        if store.scheme == "postgresql":
+            store.notify(store.channel(event.timeline), payload)  # type: ignore[attr-defined]
+            return
         channel = _channel(store, event.timeline)
         with store.translate_errors():  # type: ignore[attr-defined]
             store.client.publish(channel, payload)  # type: ignore[attr-defined]
@@ -143,8 +158,8 @@ def publish(store: Store, event: TimelineEvent) -> None:
 def subscribe(store: Store, timeline: str, pattern: str, callback: Callback) -> Subscription:
     """Register `callback` for changes of `timeline` whose topic matches `pattern`.
 
-    On Redis a background thread listens on the timeline's channel; the subscription is active
-    on the server when this returns.
+    On Redis and PostgreSQL a background thread listens on the timeline's channel; the
+    subscription is active on the server when this returns.
     """
     key = _store_key(store, timeline)
     sub = Subscription(key, pattern, callback)
@@ -153,14 +168,15 @@ def subscribe(store: Store, timeline: str, pattern: str, callback: Callback) -> 
             _LOCAL.setdefault(key, []).append(sub)
         return sub
 
+    if store.scheme == "postgresql":
+        channel = store.channel(timeline)  # type: ignore[attr-defined]
+        sub._close_hook = store.listen(  # type: ignore[attr-defined]
+            channel, lambda payload: _deliver_payload(sub, payload, channel)
+        )
+        return sub
+
     def on_message(message: dict[str, Any]) -> None:
-        try:
-            data = json.loads(message["data"])
-            event = TimelineEvent(**data)
-        except (ValueError, TypeError):
-            log.warning("ignored a malformed timeline event on %s", message.get("channel"))
-            return
-        sub.deliver(event)
+        _deliver_payload(sub, message["data"], message.get("channel"))
 
     client: Any = store.client  # type: ignore[attr-defined]
     with store.translate_errors():  # type: ignore[attr-defined]
