@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError
 
 try:
     import psycopg
@@ -255,10 +255,7 @@ class PostgresDatabase:
                     conn.execute(f"DELETE FROM {table}")
                     conn.execute(f"INSERT INTO {table} (version) VALUES (%s)", (version,))
 
-        try:
-            self.call(txn)
-        except SchemaVersionError:
-            raise
+        self.call(txn)
 
     def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
         """Deliver each `NOTIFY` payload on `channel` to `callback` from a background thread.
