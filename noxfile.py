@@ -27,9 +27,8 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
-    sync(
-        session, "redis", "postgres", groups=("lint", "test")
-    )  # test: agentrewind.testing uses pytest
+    # test: agentrewind.testing uses pytest
+    sync(session, "redis", "postgres", groups=("lint", "test"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
