@@ -55,7 +55,7 @@ def test_default_url_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_unknown_scheme() -> None:
     with pytest.raises(ValueError, match="unknown store URL"):
-        agentrewind.connect("postgres://localhost/db")
+        agentrewind.connect("mysql://localhost/db")
 
 
 def test_schema_table_written(tmp_path: Path) -> None:

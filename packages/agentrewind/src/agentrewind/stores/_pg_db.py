@@ -92,25 +92,27 @@ class PostgresDatabase:
         if self._owns_pool:
             if not conninfo:
                 raise ValueError("PostgresDatabase needs a conninfo URL, a pool or a connection")
+            # One direct connection first: a wrong database, user or password fails at once
+            # with the server's message instead of after the pool's retries.
             try:
-                pool = ConnectionPool(
-                    conninfo,
-                    min_size=1,
-                    max_size=max_size,
-                    kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
-                    timeout=connect_timeout,
-                    open=False,
-                    name="agentrewind",
-                )
-                pool.open(wait=True, timeout=connect_timeout)
+                psycopg.connect(
+                    conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+                ).close()
             except psycopg.Error as exc:
-                raise self._unavailable(exc) from exc
-            except Exception as exc:  # PoolTimeout: the server never answered
-                with contextlib.suppress(Exception):
-                    pool.close(timeout=0)
                 raise StoreUnavailableError(
-                    f"PostgreSQL at {self.url} is unreachable ({type(exc).__name__}: {exc})"
+                    f"cannot connect to PostgreSQL at {self.url} (unreachable, or the server "
+                    f"refused: {str(exc).strip()})"
                 ) from exc
+            pool = ConnectionPool(
+                conninfo,
+                min_size=1,
+                max_size=max_size,
+                kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+                timeout=connect_timeout,
+                open=False,
+                name="agentrewind",
+            )
+            pool.open(wait=False)
         elif pool is not None:
             self.url = redact(getattr(pool, "conninfo", "") or self.url)
         self.pool: Any = pool
