@@ -7,8 +7,10 @@ savers interleaved so that a shared machine's drifting load weighs on all of the
      latest get_tuple and list(limit=10) at each size
   c  core journal: `run.step` (started + completed writes) and a replay hit, per step
   d  async API: 10-node graph via ainvoke, 16 in flight (invokes/s; AsyncPostgresSaver on a pool)
+  e  one thread, 200 turns appending 2 messages of 120 random characters: stored bytes
+     (sum of pg_column_size over the saver's rows, i.e. after TOAST compression)
 
-Usage: python benchmarks/postgres_bench.py [--quick] [--parts abcd]
+Usage: python benchmarks/postgres_bench.py [--quick] [--parts abcde]
        (server: $AGENTREWIND_TEST_POSTGRES, default postgresql://postgres@127.0.0.1:5432/postgres)
 """
 
@@ -249,10 +251,57 @@ def part_d(url: str, n: int, inflight: int = 16) -> None:
     asyncio.run(main())
 
 
+def _rows_bytes(url: str, tables: list[str], where: str, args: tuple[Any, ...]) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return sum(
+            int(
+                conn.execute(
+                    f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {t} t {where}", args
+                ).fetchone()[0]
+            )
+            for t in tables
+        )
+
+
+def part_e(url: str, turns: int) -> None:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph_bench import Line
+
+    def chat(_: Any) -> dict[str, Any]:
+        return {"messages": [secrets.token_urlsafe(90), secrets.token_urlsafe(90)]}
+
+    builder = StateGraph(Line)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", END)
+    rows: dict[str, float | None] = {}
+    for name, make in savers(url).items():
+        if name == "Rewind/pg-normal":
+            continue
+        o = make()
+        g = builder.compile(checkpointer=_saver(o))
+        cfg = {"configurable": {"thread_id": "e"}}
+        for _ in range(turns):
+            g.invoke({"messages": []}, cfg)
+        if name == "memory":
+            rows[name] = None
+        elif name == "PostgresSaver":
+            tables = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]
+            rows[name] = _rows_bytes(url, tables, "WHERE thread_id = %s", ("e",)) / 1e3
+        else:
+            s = _saver(o)
+            names = ("lg_checkpoints", "lg_blobs", "lg_writes")
+            tables = [s.store.render(f"{{s}}.{t}") for t in names]
+            where = "WHERE ns = %s AND thread_id = %s"
+            rows[name] = _rows_bytes(url, tables, where, (s.store.namespace, "e")) / 1e3
+        _close(o)
+    table(f"(e) one thread, {turns} turns x 2 random 120-char messages: stored", "kB", rows)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="smaller sizes")
-    p.add_argument("--parts", default="abcd")
+    p.add_argument("--parts", default="abcde")
     a = p.parse_args()
     name = f"agentrewind_bench_{os.getpid()}_{secrets.token_hex(3)}"
     with psycopg.connect(SERVER, autocommit=True) as conn:
@@ -268,6 +317,8 @@ def main() -> None:
             part_c(url, 200 if a.quick else 1000)
         if "d" in a.parts:
             part_d(url, 60 if a.quick else 200)
+        if "e" in a.parts:
+            part_e(url, 60 if a.quick else 200)
     finally:
         with psycopg.connect(SERVER, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
