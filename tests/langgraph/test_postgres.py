@@ -164,3 +164,17 @@ def test_migrate_postgres_saver_keeps_history_and_pending_interrupt(
         graph = _graph().compile(checkpointer=saver)
         out = graph.invoke(Command(resume="later"), {"configurable": {"thread_id": "paused"}})
         assert out["items"] == ["a", "answer:later"]
+
+
+def test_cli_migrate_postgres_saver_reports_a_bad_source(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "agentrewind.cli", "--store", f"sqlite:///{tmp_path / 'n.db'}"]
+    bad = subprocess.run(
+        [*cli, "migrate-postgres-saver", "postgresql://postgres@127.0.0.1:1/x?connect_timeout=2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "cannot open the PostgresSaver database" in bad.stderr
