@@ -31,7 +31,7 @@ import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph_bench import _small, _timed_invoke, fill, line_graph, med, table
+from langgraph_bench import _cp, _small, _timed_invoke, line_graph, med, table
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -109,32 +109,58 @@ def part_a(url: str, runs: int) -> None:
     ))  # fmt: skip
 
 
+class _Thread:
+    """One saver's growing thread: its config and channel versions."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+        self.cfg: Any = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
+        self.versions: dict[str, Any] = {}
+
+    def put(self, i: int) -> float:
+        """Put checkpoint `i` (both channels changed); seconds it took."""
+        new = {}
+        for ch in ("messages", "counter"):
+            self.versions[ch] = self.saver.get_next_version(self.versions.get(ch), None)
+            new[ch] = self.versions[ch]
+        cp = _cp(_small(i), self.versions, i)
+        md = {"source": "loop", "step": i, "parents": {}}
+        t = time.perf_counter()
+        self.cfg = self.saver.put(self.cfg, cp, md, new)
+        return time.perf_counter() - t
+
+
 def part_b(url: str, sizes: list[int]) -> None:
-    objs = {name: make() for name, make in savers(url).items() if name != "memory"}
-    objs = {"memory": InMemorySaver(), **objs}
-    done = dict.fromkeys(objs, 0)
-    cfgs: dict[str, list[Any]] = {n: [] for n in objs}
+    """The savers take turns, one put (or read) each per round, in a shuffled order."""
+    objs = {name: make() for name, make in savers(url).items()}
+    threads = {name: _Thread(_saver(o)) for name, o in objs.items()}
+    rng = random.Random(7)
+    order = list(objs)
+    done = 0
     latest: Any = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
     for size in sizes:
-        put_us: dict[str, float | None] = {}
-        get_us: dict[str, float | None] = {}
-        list_us: dict[str, float | None] = {}
-        for name, o in objs.items():
-            s = _saver(o)
-            times: list[float] = []
-            # Continue the thread from where the last size left it.
-            n_new = size - done[name]
-            start = done[name]
-            configs = fill_from(s, "b", start, n_new, times)
-            cfgs[name] += configs
-            done[name] = size
-            put_us[name] = med(times[-100:]) * 1e6
-        for name, o in objs.items():
-            s = _saver(o)
-            get_us[name] = timed(lambda s=s: s.get_tuple(latest), 200) * 1e6
-            list_us[name] = timed(lambda s=s: list(s.list(latest, limit=10)), 50) * 1e6
-        for title, rows in (("put", put_us), ("latest get_tuple", get_us),
-                            ("list(limit=10)", list_us)):  # fmt: skip
+        put_t: dict[str, list[float]] = {n: [] for n in objs}
+        for i in range(done, size):
+            rng.shuffle(order)
+            for name in order:
+                put_t[name].append(threads[name].put(i))
+        done = size
+        get_t: dict[str, list[float]] = {n: [] for n in objs}
+        list_t: dict[str, list[float]] = {n: [] for n in objs}
+        for rep in range(200):
+            rng.shuffle(order)
+            for name in order:
+                s = threads[name].saver
+                t = time.perf_counter()
+                s.get_tuple(latest)
+                get_t[name].append(time.perf_counter() - t)
+                if rep % 4 == 0:
+                    t = time.perf_counter()
+                    list(s.list(latest, limit=10))
+                    list_t[name].append(time.perf_counter() - t)
+        for title, times in (("put (last 100)", {n: v[-100:] for n, v in put_t.items()}),
+                             ("latest get_tuple", get_t), ("list(limit=10)", list_t)):  # fmt: skip
+            rows: dict[str, float | None] = {n: med(v) * 1e6 for n, v in times.items()}
             table(f"(b) {size} checkpoints, one thread: {title}", "us", rows)
             anchor = rows["PostgresSaver"] or 1.0
             print("    vs PostgresSaver: " + ", ".join(
@@ -142,35 +168,6 @@ def part_b(url: str, sizes: list[int]) -> None:
             ))  # fmt: skip
     for o in objs.values():
         _close(o)
-
-
-_VERSIONS: dict[int, dict[str, Any]] = {}
-
-
-def fill_from(s: Any, tid: str, start: int, n: int, times: list[float]) -> list[Any]:
-    """`fill` continued on an existing thread (versions kept per saver object)."""
-    if start == 0:
-        return fill(s, tid, n, lambda i: _small(i), lambda i: ["messages", "counter"], times)
-    versions = _VERSIONS.setdefault(id(s), {})
-    cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
-    last = s.get_tuple(cfg)
-    cfg = last.config
-    versions.update(last.checkpoint["channel_versions"])
-    from langgraph_bench import _cp
-
-    out = []
-    for i in range(start, start + n):
-        values = _small(i)
-        new = {}
-        for ch in ("messages", "counter"):
-            versions[ch] = s.get_next_version(versions.get(ch), None)
-            new[ch] = versions[ch]
-        t = time.perf_counter()
-        cfg = s.put(cfg, _cp(values, versions, i), {"source": "loop", "step": i, "parents": {}},
-                    new)  # fmt: skip
-        times.append(time.perf_counter() - t)
-        out.append(cfg)
-    return out
 
 
 def timed(fn: Callable[[], Any], reps: int) -> float:
