@@ -194,7 +194,17 @@ def part_c(url: str, steps: int) -> None:
             f"  {name:<16} step record {r['step record']:>8.0f} us   call record "
             f"{r['call record']:>8.0f} us   replay hit {r['replay hit']:>6.1f} us"
         )
-    print("    anchor: DBOS on Postgres 2,729 us per step; goal <= 400 us")
+    # The floor on this server: one single-row INSERT and its commit, same run.
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (i int PRIMARY KEY, v text)")
+        floor = []
+        for i in range(200):
+            t = time.perf_counter()
+            conn.execute("INSERT INTO bench_floor VALUES (%s, 'x')", (i,))
+            floor.append(time.perf_counter() - t)
+        conn.execute("DROP TABLE bench_floor")
+    print(f"  floor: one INSERT + commit (fsync) {med(floor) * 1e6:>8.0f} us on this server now")
+    print("    anchor: DBOS on Postgres 2,729 us per step (research, not this run); goal <= 400 us")
 
 
 def part_d(url: str, n: int, inflight: int = 16) -> None:
