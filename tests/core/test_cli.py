@@ -103,11 +103,12 @@ def test_runs(populated, ok) -> None:  # type: ignore[no-untyped-def]
     text = ok(url, "runs")
     assert text.splitlines()[0].split() == [
         "RUN",
-        "SOURCE",
+        "KIND",
         "STATUS",
         "STEPS",
         "REPLAYED",
         "UPDATED",
+        "(UTC)",
     ]
     assert any(line.startswith("job ") and "completed" in line for line in text.splitlines())
     data = json.loads(ok(url, "runs", "--json"))
@@ -119,7 +120,7 @@ def test_runs(populated, ok) -> None:  # type: ignore[no-untyped-def]
 def test_log(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "log", "research")
-    assert "4 step(s)" in text and "Searched ads" in text and ids["bad"][-10:] in text
+    assert "4 step(s)" in text and "Searched ads" in text
     main = json.loads(ok(url, "log", "research", "--branch", "main", "--json"))
     assert [s["step_id"] for s in main] == [ids["root"], ids["merged"]]
     job = json.loads(ok(url, "log", "job", "--json"))
@@ -130,9 +131,9 @@ def test_tree(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, ids = populated
     text = ok(url, "tree", "research")
     assert "branches: main (HEAD), reviews" in text
-    bad_line = next(line for line in text.splitlines() if ids["bad"][-10:] in line)
+    bad_line = next(line for line in text.splitlines() if "Searched ads" in line)
     assert "[rolled back]" in bad_line
-    assert f"merge of {ids['alt'][-10:]}" in text and "\x1b[" not in text
+    assert "merge of " in text and "\x1b[" not in text
     nodes = json.loads(ok(url, "tree", "research", "--json"))
     merged = next(n for n in nodes if n["id"] == ids["merged"])
     assert merged["merged"] == [ids["alt"]] and merged["refs"] == ["main (HEAD)"]
@@ -181,7 +182,7 @@ def test_fork_export_import_prune(populated, ok, cli, tmp_path: Path) -> None:  
     assert data["format"] == "agentrewind.run" and data["task_summary"] == "pick a laptop"
     assert json.loads(ok(url, "export", "job"))["status"] == "completed"
     result = json.loads(ok(url, "import", str(doc), "--run-id", "imported", "--json"))
-    assert result == {"valid": True, "run_id": "imported", "steps": 4}
+    assert result == {"valid": True, "run_id": "imported", "steps": 4, "outcome": "imported"}
     assert "imported run research2" in ok(url, "import", "-", "--run-id", "research2",
                                           stdin=doc.read_text())  # fmt: skip
     bad = tmp_path / "bad.json"
@@ -205,7 +206,8 @@ def test_prune(
         agentrewind.Timeline(name, store=store).checkpoint({"run": name})
     try:
         assert "deleted 0 run(s)" in ok(url, "prune", "--keep-last", "100")
-        assert json.loads(ok(url, "prune", "--keep-last", "2", "--json")) == {"deleted": 1}
+        done = json.loads(ok(url, "prune", "--keep-last", "2", "--force", "--yes", "--json"))
+        assert done["prune"] == ["old"] and done["deleted_count"] == 1
         assert {r["run_id"] for r in json.loads(ok(url, "runs", "--json"))} == {"mid", "new"}
     finally:
         if kind == "redis":
@@ -246,7 +248,7 @@ def test_every_command_as_a_subprocess(populated, tmp_path: Path) -> None:  # ty
         (["fork", "research", "--at", ids["root"], "--to", "sub-fork"], "1 step(s) copied"),
         (["export", "job", "-o", str(doc)], "exported run job"),
         (["import", str(doc), "--run-id", "sub-job"], "imported run sub-job"),
-        (["prune", "--keep-last", "100", "--json"], '"deleted": 0'),
+        (["prune", "--keep-last", "100", "--json"], '"deleted_count": 0'),
     ]
     for args, needle in commands:
         assert needle in subprocess_ok(url, *args), args
@@ -261,9 +263,9 @@ def test_every_command_as_a_subprocess(populated, tmp_path: Path) -> None:  # ty
 
 def test_unreachable_store_and_unknown_url() -> None:
     out = subprocess_cli("redis://127.0.0.1:1/0", "runs")
-    assert out.returncode == 2 and "unreachable" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 3 and "unreachable" in out.stderr and "Traceback" not in out.stderr
     out = subprocess_cli("ftp://nowhere", "runs")
-    assert out.returncode == 2 and "unknown store URL" in out.stderr
+    assert out.returncode == 1 and "unknown store URL" in out.stderr
 
 
 def test_demo_tells_the_whole_story(tmp_path: Path) -> None:
@@ -310,6 +312,7 @@ def test_runs_log_tree_include_run_sources(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": str(tmp_path)}
     url = f"sqlite:///{tmp_path / 's.db'}"
+    agentrewind.connect(url).close()
     runs = subprocess_ok(url, "runs", env=env)
     assert "thread-7" in runs and "fakegraph" in runs
     assert json.loads(subprocess_ok(url, "runs", "--json", env=env))[0]["source"] == "fakegraph"

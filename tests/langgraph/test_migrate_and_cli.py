@@ -77,7 +77,7 @@ def test_cli_migrates_and_lists_threads(tmp_path: Path) -> None:
     bad = subprocess.run(
         [*cli, "migrate-sqlite-saver", str(tmp_path / "nope.db")], capture_output=True, text=True
     )
-    assert bad.returncode == 2 and "no SqliteSaver database" in bad.stderr
+    assert bad.returncode == 3 and "no SqliteSaver database" in bad.stderr
     import agentrewind
 
     with agentrewind.connect(url) as store:

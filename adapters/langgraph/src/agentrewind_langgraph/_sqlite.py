@@ -42,7 +42,11 @@ class _SharedConnection(SQLiteDatabase):
 
     def __init__(self, db: SQLiteDatabase) -> None:
         super().__init__(
-            db.path, durability=db.durability, busy_timeout=db.busy_timeout, retries=db.retries
+            db.path,
+            durability=db.durability,
+            busy_timeout=db.busy_timeout,
+            retries=db.retries,
+            read_only=getattr(db, "read_only", False),
         )
         self._shared: sqlite3.Connection | None = None
 
@@ -69,7 +73,8 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
         self._touched: dict[str, float] = {}
-        self.migrate()
+        if not getattr(store.db, "read_only", False):  # a read-only CLI store: tables exist
+            self.migrate()
 
     # -- schema ------------------------------------------------------------------------------
     def migrate(self) -> None:

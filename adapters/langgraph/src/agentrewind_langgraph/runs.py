@@ -1,15 +1,51 @@
-"""LangGraph threads and their checkpoints for the CLI's `runs`, `log` and `tree`."""
+"""LangGraph threads and their checkpoints as runs and steps for every CLI command.
+
+Light on purpose: this module imports no framework. `present` looks for the saver's tables
+(SQLite) or thread registry (Redis) first; LangGraph is imported only when a store holds
+threads, so `agentrewind runs` on a store without them stays fast.
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from agentrewind.adapters import RunInfo, StepRecord, Store
+from agentrewind.adapters import RunInfo, RunMetrics, StepRecord, Store
 
-from .saver import RewindSaver
+from . import _keys as K
 
 __all__ = ["LangGraphRuns", "run_source"]
+
+
+def _plain(value: Any) -> Any:
+    """Channel values as JSON data (messages and models by their fields, the rest as text)."""
+
+    def default(obj: Any) -> Any:
+        dump = getattr(obj, "model_dump", None)
+        return dump() if callable(dump) else str(obj)
+
+    return json.loads(json.dumps(value, default=default))
+
+
+@contextmanager
+def _saver(store: Store) -> Iterator[Any]:
+    from .saver import RewindSaver
+
+    saver = RewindSaver(store)
+    try:
+        yield saver
+    finally:
+        saver.close()
+
+
+def _conf(thread: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
 
 
 class LangGraphRuns:
@@ -17,25 +53,81 @@ class LangGraphRuns:
 
     name = "langgraph"
 
+    def present(self, store: Store) -> bool:
+        """Whether the store holds LangGraph threads in its namespace (imports nothing)."""
+        if store.scheme == "sqlite":
+            with store.db.read() as conn:  # type: ignore[attr-defined]
+                if not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lg_threads'"
+                ).fetchone():
+                    return False
+                row = conn.execute(
+                    "SELECT 1 FROM lg_threads WHERE ns = ? LIMIT 1", (store.namespace,)
+                ).fetchone()
+            return row is not None
+        if store.scheme == "redis":
+            key = K.registry_key(store.prefix, store.namespace)  # type: ignore[attr-defined]
+            with store.translate_errors():  # type: ignore[attr-defined]
+                return bool(store.client.exists(key))  # type: ignore[attr-defined]
+        return True
+
+    def _counts(self, store: Store, threads: list[str]) -> dict[str, int]:
+        if not threads:
+            return {}
+        if store.scheme == "sqlite":
+            marks = ",".join("?" * len(threads))
+            with store.db.read() as conn:  # type: ignore[attr-defined]
+                rows = conn.execute(
+                    f"SELECT thread_id, count(*) FROM lg_checkpoints WHERE ns = ? AND "
+                    f"thread_id IN ({marks}) GROUP BY thread_id",
+                    (store.namespace, *threads),
+                ).fetchall()
+            return {str(t): int(n) for t, n in rows}
+        if store.scheme == "redis":
+            prefix = store.prefix  # type: ignore[attr-defined]
+            with store.translate_errors():  # type: ignore[attr-defined]
+                pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+                for t in threads:
+                    pipe.hlen(K.thread_keys(prefix, store.namespace, t)[0])
+                return {t: int(n) for t, n in zip(threads, pipe.execute(), strict=True)}
+        return {t: len(self.load_steps(store, t) or []) for t in threads}
+
+    def _info(self, saver: Any, row: tuple[str, float, float, float | None], n: int) -> RunInfo:
+        thread, created, updated, expires = row
+        latest = saver.get_tuple(_conf(thread))
+        writes = latest.pending_writes or [] if latest is not None else []
+        paused = any(ch == "__interrupt__" for _, ch, _ in writes)
+        return RunInfo(
+            thread, "paused" if paused else "completed", created, updated, expires,
+            RunMetrics(steps=n), meta={"source": "langgraph"},
+        )  # fmt: skip
+
     def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
-        """Threads of the store's namespace, most recently updated first."""
-        saver = RewindSaver(store)
-        try:
+        """Threads of the store's namespace, most recently updated first, with their
+        checkpoint counts (`metrics.steps`) and status (`paused` at an interrupt)."""
+        if not self.present(store):
+            return []
+        with _saver(store) as saver:
             rows = saver.backend.list_threads(limit, time.time())
-        finally:
-            saver.close()
-        return [
-            RunInfo(t, "langgraph", created, updated, expires, meta={"source": "langgraph"})
-            for t, created, updated, expires in rows
-        ]
+            counts = self._counts(store, [r[0] for r in rows])
+            return [self._info(saver, r, counts.get(r[0], 0)) for r in rows]
+
+    def get_run(self, store: Store, run_id: str) -> RunInfo | None:
+        """One thread as a run, or None."""
+        if not self.present(store):
+            return None
+        with _saver(store) as saver:
+            for row in saver.backend.list_threads(1_000_000, time.time()):
+                if row[0] == run_id:
+                    return self._info(saver, row, self._counts(store, [run_id]).get(run_id, 0))
+        return None
 
     def load_steps(self, store: Store, run_id: str) -> list[StepRecord] | None:
         """Every checkpoint of a thread (all namespaces), oldest first, linked by `parent_id`."""
-        saver = RewindSaver(store)
-        try:
+        if not self.present(store):
+            return None
+        with _saver(store) as saver:
             tuples = list(saver.list({"configurable": {"thread_id": run_id}}))
-        finally:
-            saver.close()
         if not tuples:
             return None
         steps = []
@@ -59,9 +151,68 @@ class LangGraphRuns:
                     parent_id=parent,
                     meta={k: v for k, v in md.items() if isinstance(v, str | int | float | bool)}
                     | {"checkpoint_ns": ns, "next_writes": len(tup.pending_writes or [])},
+                    created_at=_ts(tup.checkpoint.get("ts")),
                 )
             )
         return steps
+
+    def output(self, store: Store, run_id: str, step: StepRecord) -> Any:
+        """The channel values at a checkpoint, as JSON data."""
+        ns = str(step.meta.get("checkpoint_ns", ""))
+        with _saver(store) as saver:
+            tup = saver.get_tuple(_conf(run_id, ns, step.step_id))
+        return None if tup is None else _plain(tup.checkpoint.get("channel_values", {}))
+
+    def delete_run(self, store: Store, run_id: str) -> bool:
+        """Delete a thread with all its checkpoints; True if it existed."""
+        if self.get_run(store, run_id) is None:
+            return False
+        with _saver(store) as saver:
+            saver.delete_thread(run_id)
+        return True
+
+    def fork_run(self, store: Store, run_id: str, at: str, to: str) -> int:
+        """Copy checkpoint `at` and its ancestors (with `at`'s pending writes) to thread `to`.
+
+        Returns:
+            How many checkpoints were copied.
+        """
+        with _saver(store) as saver:
+            by_id = {
+                t.config["configurable"]["checkpoint_id"]: t
+                for t in saver.list({"configurable": {"thread_id": run_id}})
+            }
+            chain = []
+            cur: str | None = at
+            while cur is not None and cur in by_id:
+                chain.append(by_id[cur])
+                parent = by_id[cur].parent_config
+                cur = parent["configurable"]["checkpoint_id"] if parent else None
+            for tup in reversed(chain):
+                ns = tup.config["configurable"]["checkpoint_ns"]
+                parent_id = (
+                    tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+                )
+                versions = dict(tup.checkpoint.get("channel_versions", {}))
+                saver.put(_conf(to, ns, parent_id), tup.checkpoint, tup.metadata, versions)
+            if chain:
+                head = chain[0]
+                ns = head.config["configurable"]["checkpoint_ns"]
+                tasks: dict[str, list[tuple[str, Any]]] = {}
+                for task_id, channel, value in head.pending_writes or []:
+                    tasks.setdefault(task_id, []).append((channel, value))
+                for task_id, writes in tasks.items():
+                    saver.put_writes(_conf(to, ns, at), writes, task_id)
+        return len(chain)
+
+
+def _ts(text: Any) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return 0.0
 
 
 run_source = LangGraphRuns()

@@ -7,10 +7,12 @@ linear history renders as 10,000 lines, not 10,000 levels.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 __all__ = ["TreeNode", "render_tree", "short_id"]
 
 _ICONS = {"active": "●", "head": "◉", "rolled_back": "○", "failed": "✗", "merge": "◆"}
+_ASCII_ICONS = {"active": "*", "head": "@", "rolled_back": "o", "failed": "x", "merge": "+"}
 _COLORS = {"head": "32", "rolled_back": "2", "failed": "31", "merge": "36", "active": "0"}
 
 
@@ -31,11 +33,16 @@ def short_id(step_id: str) -> str:
     return step_id[-10:] if len(step_id) == 32 else step_id[:12]
 
 
-def _line(node: TreeNode, color: bool) -> str:
-    icon = _ICONS["merge"] if node.merged else _ICONS.get(node.status, "●")
-    text = f"{icon} {short_id(node.id)}  {node.label}"
+def _line(node: TreeNode, color: bool, names: Mapping[str, str] | None, plain: bool) -> str:
+    icons = _ASCII_ICONS if plain else _ICONS
+    icon = icons["merge"] if node.merged else icons.get(node.status, icons["active"])
+
+    def name(i: str) -> str:
+        return names.get(i, short_id(i)) if names is not None else short_id(i)
+
+    text = f"{icon} {name(node.id)}  {node.label}"
     if node.merged:
-        text += f"  (merge of {', '.join(short_id(m) for m in node.merged)})"
+        text += f"  (merge of {', '.join(name(m) for m in node.merged)})"
     if node.status not in ("active", "head"):
         text += f"  [{node.status.replace('_', ' ')}]"
     if node.refs:
@@ -46,8 +53,22 @@ def _line(node: TreeNode, color: bool) -> str:
     return text
 
 
-def render_tree(nodes: list[TreeNode], *, color: bool = False) -> str:
-    """Render `nodes` (in creation order) as an indented tree, one node per line."""
+def render_tree(
+    nodes: list[TreeNode],
+    *,
+    color: bool = False,
+    names: Mapping[str, str] | None = None,
+    plain: bool = False,
+) -> str:
+    """Render `nodes` (in creation order) as an indented tree, one node per line.
+
+    Args:
+        nodes: The nodes, parents before children.
+        color: ANSI colours by status.
+        names: How to print each id (default `short_id`).
+        plain: Plain ASCII glyphs, for outputs that cannot encode the Unicode ones.
+    """
+    fork, last_fork, bar = ("|- ", "`- ", "|  ") if plain else ("├─ ", "└─ ", "│  ")
     if not nodes:
         return "(empty)"
     by_id = {n.id: n for n in nodes}
@@ -60,7 +81,7 @@ def render_tree(nodes: list[TreeNode], *, color: bool = False) -> str:
     while stack:
         nid, head, cont = stack.pop()
         while True:
-            lines.append(head + _line(by_id[nid], color))
+            lines.append(head + _line(by_id[nid], color, names, plain))
             kids = children.get(nid, [])
             if len(kids) == 1:
                 nid, head = kids[0], cont
@@ -68,7 +89,7 @@ def render_tree(nodes: list[TreeNode], *, color: bool = False) -> str:
             for i in range(len(kids) - 1, -1, -1):
                 last = i == len(kids) - 1
                 stack.append(
-                    (kids[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  "))
+                    (kids[i], cont + (last_fork if last else fork), cont + ("   " if last else bar))
                 )
             break
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from .document import (
     parse,
 )
 
-__all__ = ["export_run", "fork_run", "import_run", "resume_from"]
+__all__ = ["export_run", "fork_run", "import_run", "resume_from", "run_matches"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -141,7 +141,8 @@ def import_run(
 ) -> str:
     """Write a document's run into `store`: steps in one atomic write, then heads and status.
 
-    Importing the same document twice is a no-op (every step id already present).
+    Importing the same document twice is a no-op (`run_matches`); a document whose run id
+    exists with other content is refused unless `replace`.
 
     Args:
         store: Target store (or URL).
@@ -153,18 +154,18 @@ def import_run(
         The run id in the store.
 
     Raises:
-        DocumentError: Invalid document, or a different run of that id exists.
+        DocumentError: Invalid document, or a run of that id exists with other content.
     """
     doc = document if isinstance(document, RunDocument) else parse(document)
     target = run_id or doc.run_id
-    if store.get_run(target) is not None:
-        existing = {r.step_id for r in store.load_steps(target)}
-        if not replace and {s["step_id"] for s in doc.steps} <= existing:
+    same = run_matches(store, target, doc)
+    if same is not None:
+        if same and not replace:
             return target
         if not replace:
             raise DocumentError(
-                f"run {target!r} already exists in {store.url} with other steps: pass "
-                "replace=True (CLI --replace) or another run id"
+                f"run {target!r} already exists in {store.url} with different content: pass "
+                "replace=True (CLI --replace) or another run id (CLI --run-id)"
             )
         store.delete_run(target)
     fields = (*DESCRIPTIVE_FIELDS, "state", "confidence", "partial_output", "failure", "created_at")
@@ -175,6 +176,27 @@ def import_run(
     store.put_steps([record, *doc.records(target)], heads=doc.heads)
     store.end_run(target, doc.status, RunMetrics(**doc.metrics))
     return target
+
+
+def run_matches(store: Store, run_id: str, document: RunDocument) -> bool | None:
+    """Whether the store's run `run_id` holds exactly the document's steps and heads.
+
+    Returns:
+        None when no such run exists; True when every step (id, key, status, output, meta...)
+        and every branch head are the same; False otherwise.
+    """
+    if store.get_run(run_id) is None:
+        return None
+    mine = {
+        r.step_id: {k: getattr(r, k) for k in STEP_FIELDS}
+        for r in store.load_steps(run_id)
+        if r.kind != DOC_KIND
+    }
+    theirs = {
+        r.step_id: {k: getattr(r, k) for k in STEP_FIELDS}
+        for r in document.records(run_id)
+    }
+    return mine == theirs and store.get_heads(run_id) == dict(document.heads)
 
 
 def resume_from(
@@ -232,8 +254,11 @@ def fork_run(store: Store, run_id: str, *, at: str, to: str) -> int:
         copied = [r for r in records if r.step_id in keep]
     else:
         copied = [r for r in records if r.seq <= point.seq and r.kind != DOC_KIND]
+    origin = StepRecord(to, f"document-{to}", DOC_KEY, DOC_KIND, "run-document", "completed", 0,
+                        output={"forked_from": run_id, "forked_at": point.step_id},
+                        created_at=time.time())  # fmt: skip
     store.begin_run(to)
-    store.put_steps([dataclasses.replace(r, run_id=to) for r in copied])
+    store.put_steps([origin, *(dataclasses.replace(r, run_id=to) for r in copied)])
     store.set_head(to, "main", point.step_id)
     store.end_run(to, "partial", RunMetrics())
     return len(copied)

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ..errors import SchemaVersionError, StoreError
+from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
@@ -24,6 +24,8 @@ class SQLiteStore(Store):
         namespace: Nothing in one namespace is visible from another.
         durability: `"normal"` (default) or `"full"` (fsync every commit).
         busy_timeout: Seconds one write attempt waits for the lock; three more attempts follow.
+        read_only: Open an existing file for reading only: nothing is created or migrated
+            (`StoreUnavailableError` when the file is missing).
     """
 
     scheme = "sqlite"
@@ -35,10 +37,30 @@ class SQLiteStore(Store):
         namespace: str = "default",
         durability: str = "normal",
         busy_timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         super().__init__(url=f"sqlite:///{path}", namespace=namespace)
-        self.db = SQLiteDatabase(path, durability=durability, busy_timeout=busy_timeout)
-        self._migrate()
+        self.db = SQLiteDatabase(
+            path, durability=durability, busy_timeout=busy_timeout, read_only=read_only
+        )
+        if read_only:
+            self._check_version()
+        else:
+            self._migrate()
+
+    def _check_version(self) -> None:
+        with self.db.read() as conn:
+            try:
+                row = conn.execute("SELECT version FROM ar_schema_version").fetchone()
+            except sqlite3.OperationalError:
+                raise StoreUnavailableError(
+                    f"{self.db.path} is not an agentrewind store (no ar_schema_version table)"
+                ) from None
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.db.path} has schema version {row[0]}; this agentrewind knows up to "
+                f"{SCHEMA_VERSION}: upgrade agentrewind"
+            )
 
     def _migrate(self) -> None:
         def too_new(current: int) -> SchemaVersionError:

@@ -14,8 +14,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
-from ..errors import StoreBusyError, StoreError
+from ..errors import StoreBusyError, StoreError, StoreUnavailableError
 
 __all__ = ["SQLiteDatabase", "apply_migrations"]
 
@@ -59,6 +60,7 @@ class SQLiteDatabase:
             the last commits on power loss) or `"full"` (fsync on every commit).
         busy_timeout: Seconds one attempt waits for another connection's write lock.
         retries: How many more attempts follow a timed-out one before `StoreBusyError`.
+        read_only: Open the file read-only; it must exist (nothing is created).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class SQLiteDatabase:
         durability: str = "normal",
         busy_timeout: float = 10.0,
         retries: int = 3,
+        read_only: bool = False,
     ) -> None:
         if durability not in ("normal", "full"):
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
@@ -75,7 +78,10 @@ class SQLiteDatabase:
         self.durability = durability
         self.busy_timeout = busy_timeout
         self.retries = retries
-        if self.path != ":memory:":
+        self.read_only = read_only
+        if read_only and not Path(self.path).is_file():
+            raise StoreUnavailableError(f"no SQLite store at {self.path} (nothing was created)")
+        if self.path != ":memory:" and not read_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -90,12 +96,14 @@ class SQLiteDatabase:
                 raise StoreError(f"SQLite store {self.path} is closed")
             try:
                 conn = sqlite3.connect(
-                    self.path,
+                    f"file:{quote(self.path)}?mode=ro" if self.read_only else self.path,
                     isolation_level=None,
                     check_same_thread=False,
                     timeout=self.busy_timeout,
+                    uri=self.read_only,
                 )
-                conn.execute("PRAGMA journal_mode=WAL")
+                if not self.read_only:
+                    conn.execute("PRAGMA journal_mode=WAL")
                 sync = "FULL" if self.durability == "full" else "NORMAL"
                 conn.execute(f"PRAGMA synchronous={sync}")
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")

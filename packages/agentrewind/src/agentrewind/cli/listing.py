@@ -1,0 +1,98 @@
+"""CLI commands over many runs: `runs` (with true counts, kinds and statuses) and `metrics`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..records import RunMetrics
+from .common import dumps, iso, open_store
+from .sources import all_runs, locate
+from .status import RunView, describe
+
+__all__ = ["cmd_metrics", "cmd_runs", "run_json"]
+
+
+def run_json(v: RunView) -> dict[str, Any]:
+    """A listed run as JSON data (times in ISO-8601 UTC)."""
+    r = v.info
+    return {
+        "run_id": r.run_id,
+        "source": v.source,
+        "kind": v.kind,
+        "status": v.status,
+        "stored_status": r.status,
+        "steps": v.steps,
+        "replay_hits": r.metrics.replay_hits,
+        "created_at": iso(r.created_at) if r.created_at else None,
+        "updated_at": iso(r.updated_at) if r.updated_at else None,
+        "expires_at": iso(r.expires_at),
+        "lease_owner": v.lease[0] if v.lease else None,
+        "forked_from": v.forked_from,
+        "metrics": r.metrics.as_dict(),
+    }
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """`agentrewind runs`: runs newest first, with kind, status and true step counts."""
+    filtered = bool(args.status or args.kind or args.since is not None)
+    with open_store(args) as store:
+        runs = all_runs(store, 1_000_000 if filtered else args.limit)
+        url, ns = store.url, store.namespace
+    if args.status:
+        runs = [v for v in runs if v.status in args.status]
+    if args.kind:
+        runs = [v for v in runs if v.kind in args.kind]
+    if args.since is not None:
+        runs = [v for v in runs if v.info.updated_at >= args.since]
+    runs = runs[: args.limit]
+    if args.json:
+        print(dumps([run_json(v) for v in runs]))
+        return 0
+    if not runs:
+        print(f"no runs in {url} (namespace {ns})" + (" match the filters" if filtered else ""))
+        return 0
+    width = max(36, *(len(v.run_id) for v in runs))
+    print(
+        f"{'RUN':<{width}} {'KIND':<9} {'STATUS':<9} {'STEPS':>6} {'REPLAYED':>8}  UPDATED (UTC)"
+    )
+    for v in runs:
+        print(
+            f"{v.run_id:<{width}} {v.kind:<9} {v.status:<9} {v.steps:>6} "
+            f"{v.info.metrics.replay_hits:>8}  {iso(v.info.updated_at) or '-'}"
+        )
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """`agentrewind metrics [RUN]`: totals of one run or of every run."""
+    with open_store(args) as store:
+        if args.run:
+            where = locate(store, args.run)
+            assert where.info is not None
+            infos = [where.info]
+            steps = (
+                describe(store, infos)[0].steps
+                if where.source is None
+                else where.info.metrics.steps
+            )
+        else:
+            views = all_runs(store, 1_000_000)
+            infos = [v.info for v in views]
+            steps = sum(v.steps for v in views)
+    total = RunMetrics()
+    for r in infos:
+        total.add(r.metrics)
+    data = {**total.as_dict(), "steps_stored": steps, "runs": len(infos)}
+    if args.json:
+        print(dumps(data))
+        return 0
+    print(f"runs             {len(infos)}")
+    print(f"steps stored     {steps}")
+    print(f"steps recorded   {total.steps}")
+    print(f"replay hits      {total.replay_hits}")
+    print(f"seconds saved    {total.seconds_saved:.3f}")
+    print(f"tokens saved     {total.tokens_saved}")
+    print(f"failures         {total.failures}")
+    print(f"reruns           {total.reruns}")
+    return 0

@@ -1,0 +1,142 @@
+"""CLI commands that move runs: export (journal runs and run-source runs such as LangGraph
+threads), import (refusing changed content under an existing id), fork."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..documents import DocumentError, RunDocument, emit, export_run, fork_run, import_run, parse
+from ..documents.document import STEP_FIELDS
+from ..documents.transfer import run_matches
+from .common import CliError, dumps, open_store
+from .sources import find_step, locate, run_steps
+
+__all__ = ["cmd_export", "cmd_fork", "cmd_import"]
+
+
+def _plain(value: Any) -> Any:
+    """JSON data for a value a run source hands out (framework objects become text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _source_document(store: Any, run_id: str, args: argparse.Namespace) -> RunDocument:
+    where, steps = run_steps(store, run_id)
+    info = where.info
+    for s in steps:
+        if s.output is None and hasattr(where.source, "output"):
+            s.output = where.source.output(store, run_id, s)
+    last = steps[-1] if steps else None
+    return RunDocument(
+        run_id=run_id,
+        status="completed" if info is None or info.status in ("completed", where.name) else "partial",
+        steps=[_plain({k: getattr(s, k) for k in STEP_FIELDS}) for s in steps],
+        heads={"main": last.step_id} if last else {},
+        metrics=info.metrics.as_dict() if info else {},
+        created_at=info.created_at if info else None,
+        exported_at=time.time(),
+        state=_plain(last.output) if last else None,
+        partial_output=_plain(last.output) if last else None,
+        task_summary=args.task_summary,
+        remaining_steps=args.remaining or [],
+        retry_strategy=args.retry_strategy or "resume",
+        executor_hint=args.executor_hint,
+        meta={"source": where.name},
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """`agentrewind export RUN`: the run as a portable JSON document."""
+    with open_store(args) as store:
+        if locate(store, args.run).source is None:
+            doc = export_run(
+                store,
+                args.run,
+                task_summary=args.task_summary,
+                retry_strategy=args.retry_strategy,
+                executor_hint=args.executor_hint,
+                remaining_steps=args.remaining or None,
+            )
+        else:
+            doc = _source_document(store, args.run, args)
+    text = emit(doc, indent=2)
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"exported run {args.run} ({len(doc.steps)} step(s), {doc.status}) to {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """`agentrewind import FILE`: validate a document and write its run into the store."""
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    try:
+        doc = parse(raw)
+    except DocumentError as exc:
+        if args.json:
+            print(dumps({"valid": False, "issues": [_issue(i) for i in exc.issues]}))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    target = args.run_id or doc.run_id
+    with open_store(args, write=True) as store:
+        same = run_matches(store, target, doc)
+        if same is False and not args.replace:
+            raise CliError(
+                f"run {target!r} already exists in {store.url} with different content: "
+                "pass --replace to overwrite it, or --run-id to import it under another id"
+            )
+        if same and not args.replace:
+            outcome = "already present"
+        else:
+            import_run(store, doc, run_id=target, replace=args.replace)
+            outcome = "replaced" if same is not None else "imported"
+        url = store.url
+    if args.json:
+        print(dumps({"valid": True, "run_id": target, "steps": len(doc.steps), "outcome": outcome}))
+    elif outcome == "already present":
+        print(f"run {target} already present in {url} with the same content (nothing written)")
+    else:
+        print(f"{outcome} run {target} ({len(doc.steps)} step(s), {doc.status}) into {url}")
+    return 0
+
+
+def _issue(issue: Any) -> dict[str, str]:
+    return {"field": issue.field, "message": issue.message}
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """`agentrewind fork RUN --at STEP --to NEW`: copy a prefix of a run into a new run."""
+    with open_store(args, write=True) as store:
+        where, steps = run_steps(store, args.run)
+        heads = store.get_heads(args.run) if where.source is None else {}
+        point = find_step(steps, args.at, heads)
+        if where.source is None:
+            copied = fork_run(store, args.run, at=point.step_id, to=args.to)
+        else:
+            if not hasattr(where.source, "fork_run"):
+                raise CliError(f"run source {where.name!r} cannot fork runs")
+            try:
+                exists = locate(store, args.to)
+            except Exception:
+                exists = None
+            if exists is not None:
+                raise CliError(f"run {args.to!r} already exists in {store.url}")
+            copied = int(where.source.fork_run(store, args.run, point.step_id, args.to))
+    data = {"run_id": args.to, "from": args.run, "at": point.step_id, "seq": point.seq,
+            "steps": copied, "source": where.name}  # fmt: skip
+    if args.json:
+        print(dumps(data))
+    else:
+        print(
+            f"forked {args.run} at step {point.seq} ({point.step_id}) into {args.to} "
+            f"({copied} step(s) copied)"
+        )
+    return 0
