@@ -2,6 +2,9 @@
 
 import sys
 
-from .main import main
+try:
+    from .main import main
+except KeyboardInterrupt:  # Ctrl-C while starting: as quiet as during a command
+    sys.exit(130)
 
 sys.exit(main())
