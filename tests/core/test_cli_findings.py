@@ -69,7 +69,7 @@ def test_every_seq_and_id_log_prints_works_in_show_and_fork(url: str) -> None:
             commands.append(["fork", run, "--at", name, "--to", f"f{i}-{j}", "--json",
                              "--store", url])  # fmt: skip
     results = batch(*commands)
-    for k, (run, seq, ref, step_id) in enumerate(refs):
+    for k, (_, seq, ref, step_id) in enumerate(refs):
         shown = [results[4 * k + n].ok().json() for n in (0, 2)]
         forked = [results[4 * k + n].ok().json() for n in (1, 3)]
         for s, f in zip(shown, forked, strict=True):
@@ -88,7 +88,7 @@ def test_step_names_are_unique_and_ambiguity_names_candidates(url: str) -> None:
     refs = [s["ref"] for s in data]
     assert len(set(refs)) == len(refs) and all(not r.isdigit() for r in refs)
     assert amb.ok().out.startswith("seq        1")  # a sequence number, as `log` prints it
-    prefix = os.path.commonprefix([s["step_id"] for s in data])
+    prefix = os.path.commonprefix([s["step_id"] for s in data])  # noqa: RUF071
     if len(prefix) >= 4:
         out = batch(["--store", url, "show", "research", prefix])[0]
         assert out.code == 1 and "ambiguous" in out.err and "Traceback" not in out.err
@@ -267,7 +267,9 @@ def test_exit_codes_ctrl_c_and_ascii_fallback(url: str) -> None:
 # -- formats for other tools ------------------------------------------------------------------
 def _apply(doc: Any, patch: list[dict[str, Any]]) -> Any:
     for op in patch:
-        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"][1:].split("/")]
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"][1:].split("/")
+        ]
         target = doc
         for p in parents:
             target = target[p]
@@ -285,7 +287,15 @@ def test_tree_and_diff_formats(url: str) -> None:
     mermaid, dot, patch, a, b = batch(
         ["--store", url, "tree", "research", "--format", "mermaid"],
         ["--store", url, "tree", "research", "--format", "dot"],
-        ["--store", url, "diff", f"research@{ids['bad']}", "research@main", "--format", "json-patch"],
+        [
+            "--store",
+            url,
+            "diff",
+            f"research@{ids['bad']}",
+            "research@main",
+            "--format",
+            "json-patch",
+        ],
         ["--store", url, "show", "research", ids["bad"], "--json"],
         ["--store", url, "show", "research", "main", "--json"],
     )

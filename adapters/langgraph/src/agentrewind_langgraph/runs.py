@@ -103,8 +103,11 @@ class LangGraphRuns:
         )  # fmt: skip
 
     def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
-        """Threads of the store's namespace, most recently updated first, with their
-        checkpoint counts (`metrics.steps`) and status (`paused` at an interrupt)."""
+        """Threads of the store's namespace, most recently updated first.
+
+        Each carries its checkpoint count (`metrics.steps`) and status (`paused` at an
+        interrupt, else `completed`).
+        """
         if not self.present(store):
             return []
         with _saver(store) as saver:
@@ -191,7 +194,9 @@ class LangGraphRuns:
             for tup in reversed(chain):
                 ns = tup.config["configurable"]["checkpoint_ns"]
                 parent_id = (
-                    tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+                    tup.parent_config["configurable"]["checkpoint_id"]
+                    if tup.parent_config
+                    else None
                 )
                 versions = dict(tup.checkpoint.get("channel_versions", {}))
                 saver.put(_conf(to, ns, parent_id), tup.checkpoint, tup.metadata, versions)

@@ -2,10 +2,12 @@
 
 - `agentrewind.adapters`: an `Adapter` (`claims(obj)`, `wrap(middleware, obj, **kw)`) used by
   `Middleware.wrap`.
-- `agentrewind.run_sources`: a `RunSource` that lets the CLI list framework-native runs (for
-  example LangGraph threads and their checkpoints) beside the journal's runs.
+- `agentrewind.run_sources`: a `RunSource` that lets every CLI command see framework-native
+  runs (for example LangGraph threads and their checkpoints) beside the journal's runs. Keep
+  its module free of framework imports: the CLI loads it on every command that lists runs.
 - `agentrewind.cli_commands`: a function `register(subparsers)` adding CLI subcommands; each
-  subparser sets `func=callable(args) -> int` with `set_defaults`.
+  subparser sets `func=callable(args) -> int` with `set_defaults`. Name the entry point after
+  the command: the CLI lists it by name and imports the plugin only when that command runs.
 - `agentrewind.demos`: a function `demo(store, out)` run by `agentrewind demo` after the core
   story, when its adapter is installed.
 """
@@ -15,13 +17,22 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
 from .records import RunInfo, StepRecord
 from .stores import Store
 
-__all__ = ["CliRegistrar", "Demo", "RunSource", "demos", "load_failures", "load_group"]
+__all__ = [
+    "RUN_SOURCE_OPTIONAL",
+    "CliRegistrar",
+    "Demo",
+    "RunSource",
+    "declared",
+    "demos",
+    "load_failures",
+    "load_group",
+]
 
 log = logging.getLogger("agentrewind")
 
@@ -41,6 +52,19 @@ class RunSource(Protocol):
         ...
 
 
+RUN_SOURCE_OPTIONAL = {
+    "present": "present(store) -> bool: whether the store holds runs of this source at all "
+    "(cheap; lets the CLI skip importing a framework)",
+    "get_run": "get_run(store, run_id) -> RunInfo | None: one run, `metrics.steps` its true "
+    "step count (`metrics`, `export`, `rm`, `fork`)",
+    "output": "output(store, run_id, step) -> JSON data: a step's state (`show`, `diff`, `export`)",
+    "delete_run": "delete_run(store, run_id) -> bool (`rm`, `prune`)",
+    "fork_run": "fork_run(store, run_id, at_step_id, to) -> int: steps copied (`fork`)",
+}
+"""Methods a `RunSource` may add; the CLI calls each one it finds and does without the rest
+(a source with only `list_runs` and `load_steps` keeps working)."""
+
+
 CliRegistrar = Callable[[Any], None]
 """An `agentrewind.cli_commands` entry point: `register(subparsers)` adds subcommands to the
 CLI's `argparse` subparsers; each sets `func=callable(args) -> int` with `set_defaults`."""
@@ -50,10 +74,20 @@ Demo = Callable[[Store, Callable[[str], None]], None]
 
 
 @functools.cache
+def _all_entry_points() -> Any:
+    return entry_points()  # one scan of the installed distributions per process
+
+
+def declared(group: str) -> tuple[EntryPoint, ...]:
+    """The entry points of `group`, not loaded: names and targets cost no import."""
+    return tuple(_all_entry_points().select(group=group))
+
+
+@functools.cache
 def _load(group: str) -> tuple[tuple[Any, ...], tuple[tuple[str, Exception], ...]]:
     loaded: list[Any] = []
     failed: list[tuple[str, Exception]] = []
-    for ep in entry_points(group=group):
+    for ep in declared(group):
         try:
             loaded.append(ep.load())
         except Exception as exc:  # one broken adapter must not disable the others

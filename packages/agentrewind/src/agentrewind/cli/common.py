@@ -1,5 +1,7 @@
-"""What every CLI command shares: opening the store, output (JSON, colour, glyphs, times), input
-(durations), confirmation, and the exit codes."""
+"""What every CLI command shares: the store, output, input, confirmation, exit codes.
+
+Output: JSON, colour, tree glyphs, ISO-8601 UTC times; input: durations and times.
+"""
 
 from __future__ import annotations
 

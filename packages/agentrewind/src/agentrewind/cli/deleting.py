@@ -1,5 +1,8 @@
-"""CLI commands that delete: `rm RUN...` and `prune`, each listing what goes, asking first on a
-terminal, refusing leased runs unless forced, and reclaiming the space afterwards."""
+"""CLI commands that delete: `rm RUN...` and `prune`.
+
+Each lists what goes, asks first on a terminal, refuses leased runs unless forced, and
+reclaims the space afterwards.
+"""
 
 from __future__ import annotations
 

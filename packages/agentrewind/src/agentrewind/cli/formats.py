@@ -1,4 +1,4 @@
-"""Output formats for other tools: trees as Mermaid or Graphviz DOT, diffs as RFC 6902 JSON Patch."""
+"""Output formats for other tools: Mermaid and DOT trees, RFC 6902 JSON Patch diffs."""
 
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def dot(nodes: list[TreeNode], names: Mapping[str, str], title: str = "run") -> 
     lines = [f"digraph {json.dumps(title)} {{", "    rankdir=TB;", "    node [shape=box];"]
     for n in nodes:
         style = ', style="dashed"' if n.status in ("rolled_back", "failed") else ""
-        lines.append(f"    {json.dumps(n.id)} [label={json.dumps(_label(n, names.get(n.id, n.id)))}{style}];")
+        lines.append(
+            f"    {json.dumps(n.id)} [label={json.dumps(_label(n, names.get(n.id, n.id)))}{style}];"
+        )
     lines += [f"    {json.dumps(a)} -> {json.dumps(b)};" for a, b in _edges(nodes)]
     lines.append("}")
     return "\n".join(lines)
@@ -57,8 +59,10 @@ def _pointer(path: list[str]) -> str:
 
 
 def json_patch(a: Any, b: Any, path: list[str] | None = None) -> list[dict[str, Any]]:
-    """RFC 6902 operations that turn `a` into `b` (objects compared key by key; other values,
-    lists included, replaced whole)."""
+    """RFC 6902 operations that turn `a` into `b`.
+
+    Objects are compared key by key; other values, lists included, are replaced whole.
+    """
     path = path or []
     if isinstance(a, dict) and isinstance(b, dict):
         ops: list[dict[str, Any]] = []

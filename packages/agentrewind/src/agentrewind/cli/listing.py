@@ -53,9 +53,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"no runs in {url} (namespace {ns})" + (" match the filters" if filtered else ""))
         return 0
     width = max(36, *(len(v.run_id) for v in runs))
-    print(
-        f"{'RUN':<{width}} {'KIND':<9} {'STATUS':<9} {'STEPS':>6} {'REPLAYED':>8}  UPDATED (UTC)"
-    )
+    print(f"{'RUN':<{width}} {'KIND':<9} {'STATUS':<9} {'STEPS':>6} {'REPLAYED':>8}  UPDATED (UTC)")
     for v in runs:
         print(
             f"{v.run_id:<{width}} {v.kind:<9} {v.status:<9} {v.steps:>6} "

@@ -1,5 +1,7 @@
-"""The `agentrewind` command line: parse, run one command, map every failure to one line on
-stderr and a documented exit code (see `common.EXIT_*`)."""
+"""The `agentrewind` command line: parse, run one command, map failures to exit codes.
+
+Every failure is one line on stderr and a documented exit code (see `common.EXIT_*`).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""CLI commands that move runs: export (journal runs and run-source runs such as LangGraph
-threads), import (refusing changed content under an existing id), fork."""
+"""CLI commands that move runs: export, import, fork.
+
+Export handles run-source runs such as LangGraph threads too; import refuses changed content
+under an existing id.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +36,9 @@ def _source_document(store: Any, run_id: str, args: argparse.Namespace) -> RunDo
     last = steps[-1] if steps else None
     return RunDocument(
         run_id=run_id,
-        status="completed" if info is None or info.status in ("completed", where.name) else "partial",
+        status="completed"
+        if info is None or info.status in ("completed", where.name)
+        else "partial",
         steps=[_plain({k: getattr(s, k) for k in STEP_FIELDS}) for s in steps],
         heads={"main": last.step_id} if last else {},
         metrics=info.metrics.as_dict() if info else {},

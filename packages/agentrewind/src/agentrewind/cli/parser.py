@@ -1,14 +1,16 @@
-"""The `agentrewind` argument parser: every command, option and its help, and plugin commands
-registered lazily (a plugin is imported only when its command runs)."""
+"""The `agentrewind` argument parser: every command, option and its help.
+
+Plugin commands are registered lazily: a plugin is imported only when its command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any
 
+from ..plugins import declared
 from ..plugins import log as plugin_log
 from ..stores import DEFAULT_URL
 from .common import parse_duration, parse_since
@@ -57,8 +59,12 @@ def _store_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     g.add_argument("--store", metavar="URL", default=default,
                    help=f"store URL: sqlite:///path.db, redis://host:port/db, memory:// "
                         f"(default: $AGENTREWIND_STORE, else {DEFAULT_URL})")  # fmt: skip
-    g.add_argument("--namespace", metavar="NAME", default=default,
-                   help="store namespace (default: the URL's ?namespace=, else 'default')")
+    g.add_argument(
+        "--namespace",
+        metavar="NAME",
+        default=default,
+        help="store namespace (default: the URL's ?namespace=, else 'default')",
+    )
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -94,10 +100,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 "branches and merges", json=False)  # fmt: skip
     p = command("runs", "list runs (and LangGraph threads), newest first")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (default 50)")
-    p.add_argument("--status", action="append", choices=STATUSES, metavar="STATUS",
-                   help=f"only runs with this status (repeatable): {', '.join(STATUSES)}")
-    p.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
-                   help=f"only runs of this kind (repeatable): {', '.join(KINDS)}")
+    p.add_argument(
+        "--status",
+        action="append",
+        choices=STATUSES,
+        metavar="STATUS",
+        help=f"only runs with this status (repeatable): {', '.join(STATUSES)}",
+    )
+    p.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS,
+        metavar="KIND",
+        help=f"only runs of this kind (repeatable): {', '.join(KINDS)}",
+    )
     p.add_argument("--since", type=parse_since, metavar="WHEN",
                    help="only runs updated since WHEN: a duration back from now (2h, 7d) or an "
                         "ISO-8601 time (2026-01-31T12:00:00Z)")  # fmt: skip
@@ -107,8 +123,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, metavar="N", help="only the last N steps")
     p = command("tree", "show a run's steps as a tree (branches, statuses, ids)")
     run_arg(p)
-    p.add_argument("--format", choices=["text", "mermaid", "dot"], default="text",
-                   help="text (default), a Mermaid flowchart, or a Graphviz digraph")
+    p.add_argument(
+        "--format",
+        choices=["text", "mermaid", "dot"],
+        default="text",
+        help="text (default), a Mermaid flowchart, or a Graphviz digraph",
+    )
     p = command("branches", "list a timeline's branches and their heads")
     run_arg(p)
     p = command("show", "show one step: fields, meta and output")
@@ -119,13 +139,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    "with --run)")  # fmt: skip
     p.add_argument("b", metavar="B", help="the new state, written like A")
     p.add_argument("--run", metavar="RUN", help="A and B are steps or branches of this run")
-    p.add_argument("--format", choices=["text", "json-patch"], default="text",
-                   help="text (default) or an RFC 6902 JSON Patch turning A into B")
+    p.add_argument(
+        "--format",
+        choices=["text", "json-patch"],
+        default="text",
+        help="text (default) or an RFC 6902 JSON Patch turning A into B",
+    )
     p = command("metrics", "steps, replay hits, tokens and seconds saved, failures")
     p.add_argument("run", nargs="?", metavar="RUN", help="one run (default: every run)")
     p = command("fork", "copy a run's history up to a step into a new run")
     run_arg(p, "the run to copy from")
-    p.add_argument("--at", required=True, metavar="STEP", help="the last step to copy: " + step_help)
+    p.add_argument(
+        "--at", required=True, metavar="STEP", help="the last step to copy: " + step_help
+    )
     p.add_argument("--to", required=True, metavar="NEW", help="the new run id")
     for name, what in (("rm", "delete runs (and LangGraph threads) by id"),
                        ("prune", "delete expired runs, runs idle too long, runs beyond the "
@@ -134,31 +160,50 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if name == "rm":
             p.add_argument("runs", nargs="+", metavar="RUN", help="the runs to delete")
         else:
-            p.add_argument("--keep-last", type=int, metavar="N",
-                           help="delete all but the N most recently updated runs")
-            p.add_argument("--older-than", type=parse_duration, metavar="DURATION",
-                           help="delete runs idle longer than DURATION: 90s, 15m, 12h, 7d, 2w")
-            p.add_argument("--expired", action="store_true",
-                           help="only purge runs whose TTL ran out (done by every prune)")
+            p.add_argument(
+                "--keep-last",
+                type=int,
+                metavar="N",
+                help="delete all but the N most recently updated runs",
+            )
+            p.add_argument(
+                "--older-than",
+                type=parse_duration,
+                metavar="DURATION",
+                help="delete runs idle longer than DURATION: 90s, 15m, 12h, 7d, 2w",
+            )
+            p.add_argument(
+                "--expired",
+                action="store_true",
+                help="only purge runs whose TTL ran out (done by every prune)",
+            )
         p.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-        p.add_argument("--force", action="store_true",
-                       help="also delete runs whose lease a live process holds")
+        p.add_argument(
+            "--force", action="store_true", help="also delete runs whose lease a live process holds"
+        )
     p = command("export", "write a run (or LangGraph thread) as a portable JSON document",
                 json=False)  # fmt: skip
     run_arg(p)
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
     p.add_argument("--task-summary", metavar="TEXT", help="what the run was doing")
-    p.add_argument("--retry-strategy", choices=["resume", "restart", "escalate"],
-                   help="how whoever picks the run up should go on")
+    p.add_argument(
+        "--retry-strategy",
+        choices=["resume", "restart", "escalate"],
+        help="how whoever picks the run up should go on",
+    )
     p.add_argument("--executor-hint", metavar="TEXT", help="who or what should resume it")
-    p.add_argument("--remaining", action="append", metavar="STEP",
-                   help="a step still to do (repeatable)")
+    p.add_argument(
+        "--remaining", action="append", metavar="STEP", help="a step still to do (repeatable)"
+    )
     p = command("import", "validate a run document and import it into the store")
     p.add_argument("file", metavar="FILE", help="document path, or - for stdin")
     p.add_argument("--run-id", metavar="RUN", help="import under another run id")
-    p.add_argument("--replace", action="store_true",
-                   help="replace an existing run of that id whose content differs")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an existing run of that id whose content differs",
+    )
     _plugin_commands(sub, command, sys.argv[1:] if argv is None else list(argv))
     return parser
 
@@ -170,7 +215,7 @@ def _plugin_commands(sub: Any, command: Callable[..., Any], argv: list[str]) -> 
     is on the command line (or when a command nobody else knows is, for plugins whose
     entry point is named otherwise), so `--help` and `runs` import no framework.
     """
-    eps = list(entry_points(group="agentrewind.cli_commands"))
+    eps = list(declared("agentrewind.cli_commands"))
     if not eps:
         return
     words = [a for a in argv if not a.startswith("-")]

@@ -1,5 +1,8 @@
-"""Finding runs and steps for the CLI: the store's runs and those of run sources (LangGraph
-threads...), and the one way to name a step: its sequence number or a unique id prefix."""
+"""Finding runs and steps for the CLI, and the one way to name a step.
+
+Runs come from the store and from run sources (LangGraph threads...); a step is named by its
+sequence number or a unique id prefix.
+"""
 
 from __future__ import annotations
 
@@ -122,8 +125,11 @@ def run_steps(store: Store, run_id: str) -> tuple[Located, list[StepRecord]]:
 
 
 def labels(steps: list[StepRecord]) -> dict[str, str]:
-    """Each step id's shortest unique prefix (at least `MIN_PREFIX` characters, never all
-    digits, so it cannot be read as a sequence number)."""
+    """Each step id's shortest unique prefix.
+
+    At least `MIN_PREFIX` characters, and never all digits, so that it cannot be read as a
+    sequence number.
+    """
     ids = sorted({s.step_id for s in steps})
     out: dict[str, str] = {}
     for i, sid in enumerate(ids):

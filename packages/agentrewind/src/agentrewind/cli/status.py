@@ -1,5 +1,6 @@
-"""What the CLI reports about a run beyond `RunInfo`: its kind, true step count, lease, and a
-status that tells a crashed run from a running one.
+"""What the CLI reports about a run beyond `RunInfo`: kind, true step count, lease, status.
+
+The status tells a crashed run from a running one.
 
 The store interface has no calls for step counts or lease holders yet, so `step_counts` and
 `leases` read them per backend here, in one place; when the store grows those calls

@@ -85,7 +85,9 @@ def _generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeN
         # Journal steps carry no parent: they form one line in sequence order.
         parent = s.parent_id if linked else prev
         nodes.append(
-            TreeNode(s.step_id, parent, label, status.get(s.status, "active"), refs.get(s.step_id, []))
+            TreeNode(
+                s.step_id, parent, label, status.get(s.status, "active"), refs.get(s.step_id, [])
+            )
         )
         prev = s.step_id
     return nodes

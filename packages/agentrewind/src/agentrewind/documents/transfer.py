@@ -192,10 +192,7 @@ def run_matches(store: Store, run_id: str, document: RunDocument) -> bool | None
         for r in store.load_steps(run_id)
         if r.kind != DOC_KIND
     }
-    theirs = {
-        r.step_id: {k: getattr(r, k) for k in STEP_FIELDS}
-        for r in document.records(run_id)
-    }
+    theirs = {r.step_id: {k: getattr(r, k) for k in STEP_FIELDS} for r in document.records(run_id)}
     return mine == theirs and store.get_heads(run_id) == dict(document.heads)
 
 
