@@ -82,7 +82,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     _store_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="the command to run (below)"
+    )
 
     def command(name: str, help: str, *, json: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help, epilog=EPILOG,
