@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..documents.document import DOC_KEY, DOC_KIND
-from ..records import RunInfo
+from ..records import RunInfo, StepRecord
 from ..stores import Store
 from ..stores._base import lease_owner_is_dead
 
@@ -56,95 +56,118 @@ def lease_alive(lease: tuple[str, float]) -> bool:
     return expires > time.time() and not lease_owner_is_dead(owner)
 
 
+@dataclasses.dataclass(slots=True)
+class _Facts:
+    steps: int = 0
+    lease: tuple[str, float] | None = None
+    timeline: bool = False
+    origin: Any = None
+
+
+_CHUNK = 500
+"""Runs per batched query or pipeline."""
+
+
+def _sqlite_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None:
+    db: Any = store.db  # type: ignore[attr-defined]
+    marks = ",".join("?" * len(ids))
+    ns = store.namespace
+    with db.read() as conn:
+        for r, n in conn.execute(
+            f"SELECT run_id, count(*) FROM ar_steps WHERE ns = ? AND run_id IN ({marks}) "
+            "AND key != ? GROUP BY run_id",
+            (ns, *ids, DOC_KEY),
+        ):
+            facts[r].steps = int(n)
+        for r, o, e in conn.execute(
+            f"SELECT run_id, owner, expires_at FROM ar_leases WHERE ns = ? AND run_id IN ({marks})",
+            (ns, *ids),
+        ):
+            facts[r].lease = (str(o), float(e))
+        for (r,) in conn.execute(
+            f"SELECT run_id FROM ar_heads WHERE ns = ? AND branch = 'HEAD' AND run_id IN ({marks})",
+            (ns, *ids),
+        ):
+            facts[r].timeline = True
+        for r, data in conn.execute(
+            f"SELECT run_id, data FROM ar_steps WHERE ns = ? AND key = ? AND run_id IN ({marks})",
+            (ns, DOC_KEY, *ids),
+        ):
+            facts[r].origin = StepRecord.decode(data).output
+
+
+def _redis_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None:
+    keys = [store._keys(r) for r in ids]  # type: ignore[attr-defined]
+    with store.translate_errors():  # type: ignore[attr-defined]
+        pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
+        for k in keys:
+            pipe.hlen(k.steps)
+            pipe.hget(k.steps, DOC_KEY)
+            pipe.get(k.lease)
+            pipe.pttl(k.lease)
+            pipe.hexists(k.heads, "HEAD")
+        raw = pipe.execute()
+    now = time.time()
+    for i, r in enumerate(ids):
+        n, doc, owner, pttl, timeline = raw[5 * i : 5 * i + 5]
+        f = facts[r]
+        f.steps = int(n) - (doc is not None)
+        f.origin = None if doc is None else StepRecord.decode(doc).output
+        if owner is not None:
+            owner = owner.decode() if isinstance(owner, bytes) else str(owner)
+            f.lease = (owner, now + max(int(pttl), 0) / 1000)
+        f.timeline = bool(timeline)
+
+
+def _generic_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None:
+    runs = getattr(store, "_runs", {})  # the memory store keeps its leases here
+    for r in ids:
+        steps = store.load_steps(r)
+        doc = [s for s in steps if s.kind == DOC_KIND]
+        facts[r].steps = len(steps) - len(doc)
+        facts[r].origin = doc[0].output if doc else None
+        facts[r].timeline = "HEAD" in store.get_heads(r)
+        run = runs.get(r)
+        facts[r].lease = getattr(run, "lease", None)
+
+
+def _facts(store: Store, run_ids: list[str]) -> dict[str, _Facts]:
+    facts = {r: _Facts() for r in run_ids}
+    read = {"sqlite": _sqlite_facts, "redis": _redis_facts}.get(store.scheme, _generic_facts)
+    for i in range(0, len(run_ids), _CHUNK):
+        read(store, run_ids[i : i + _CHUNK], facts)
+    return facts
+
+
 def step_counts(store: Store, run_ids: list[str]) -> dict[str, int]:
     """How many steps each run holds (the run document record not counted)."""
-    if not run_ids:
-        return {}
-    if store.scheme == "sqlite":
-        db: Any = store.db  # type: ignore[attr-defined]
-        marks = ",".join("?" * len(run_ids))
-        with db.read() as conn:
-            rows = conn.execute(
-                f"SELECT run_id, count(*) FROM ar_steps WHERE ns = ? AND run_id IN ({marks}) "
-                "AND key != ? GROUP BY run_id",
-                (store.namespace, *run_ids, DOC_KEY),
-            ).fetchall()
-        return {r: 0 for r in run_ids} | {str(r): int(n) for r, n in rows}
-    if store.scheme == "redis":
-        keys = [store._keys(r) for r in run_ids]  # type: ignore[attr-defined]
-        with store.translate_errors():  # type: ignore[attr-defined]
-            pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-            for k in keys:
-                pipe.hlen(k.steps)
-                pipe.hexists(k.steps, DOC_KEY)
-            raw = pipe.execute()
-        return {r: int(raw[2 * i]) - int(bool(raw[2 * i + 1])) for i, r in enumerate(run_ids)}
-    return {r: sum(s.kind != DOC_KIND for s in store.load_steps(r)) for r in run_ids}
+    return {r: f.steps for r, f in _facts(store, run_ids).items()}
 
 
 def leases(store: Store, run_ids: list[str]) -> dict[str, tuple[str, float] | None]:
     """`(owner, expires_at)` of each run's lease, None when no lease is held."""
-    found: dict[str, tuple[str, float] | None] = dict.fromkeys(run_ids)
-    if not run_ids:
-        return found
-    if store.scheme == "sqlite":
-        db: Any = store.db  # type: ignore[attr-defined]
-        marks = ",".join("?" * len(run_ids))
-        with db.read() as conn:
-            rows = conn.execute(
-                f"SELECT run_id, owner, expires_at FROM ar_leases WHERE ns = ? "
-                f"AND run_id IN ({marks})",
-                (store.namespace, *run_ids),
-            ).fetchall()
-        found |= {str(r): (str(o), float(e)) for r, o, e in rows}
-    elif store.scheme == "redis":
-        keys = [store._keys(r).lease for r in run_ids]  # type: ignore[attr-defined]
-        with store.translate_errors():  # type: ignore[attr-defined]
-            pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-            for k in keys:
-                pipe.get(k)
-                pipe.pttl(k)
-            raw = pipe.execute()
-        now = time.time()
-        for i, r in enumerate(run_ids):
-            owner, pttl = raw[2 * i], raw[2 * i + 1]
-            if owner is not None:
-                owner = owner.decode() if isinstance(owner, bytes) else str(owner)
-                found[r] = (owner, now + max(int(pttl), 0) / 1000)
-    elif store.scheme == "memory":
-        runs = store._runs  # type: ignore[attr-defined]
-        for r in run_ids:
-            run = runs.get(r)
-            found[r] = None if run is None else run.lease
-    return found
+    return {r: f.lease for r, f in _facts(store, run_ids).items()}
 
 
 def describe(store: Store, infos: list[RunInfo]) -> list[RunView]:
     """The kind, true step count, lease and status of each run of the store."""
-    ids = [i.run_id for i in infos]
-    counts = step_counts(store, ids)
-    held = leases(store, ids)
+    facts = _facts(store, [i.run_id for i in infos])
     views = []
     for info in infos:
-        heads = store.get_heads(info.run_id)
-        doc = store.get_step(info.run_id, f"document-{info.run_id}")
-        origin = doc.output if doc is not None and doc.kind == DOC_KIND else None
-        forked = origin.get("forked_from") if isinstance(origin, dict) else None
+        f = facts[info.run_id]
+        forked = f.origin.get("forked_from") if isinstance(f.origin, dict) else None
         if forked:
             kind = "fork"
-        elif "HEAD" in heads:
+        elif f.timeline:
             kind = "timeline"
-        elif origin is not None:
+        elif f.origin is not None:
             kind = "import"
         else:
             kind = "journal"
-        lease = held.get(info.run_id)
         status = info.status
-        if status == "running" and kind == "timeline" and lease is None:
+        if status == "running" and kind == "timeline" and f.lease is None:
             status = "active"
-        elif status == "running" and (lease is None or not lease_alive(lease)):
+        elif status == "running" and (f.lease is None or not lease_alive(f.lease)):
             status = "crashed"
-        views.append(
-            RunView(info, "agentrewind", kind, status, counts.get(info.run_id, 0), lease, forked)
-        )
+        views.append(RunView(info, "agentrewind", kind, status, f.steps, f.lease, forked))
     return views
