@@ -306,3 +306,22 @@ def test_tree_and_diff_formats(url: str) -> None:
     assert isinstance(ops, list) and {o["op"] for o in ops} <= {"add", "remove", "replace"}
     before, after = a.ok().json()["output"], b.ok().json()["output"]  # type: ignore[index]
     assert _apply(before, ops) == after
+
+
+def test_rm_asks_on_a_terminal(url: str) -> None:
+    fill(url)
+    main_fd, tty_fd = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrewind", "rm", "job", "--store", url],
+            stdin=tty_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+        )  # fmt: skip
+        os.write(main_fd, b"n\n")  # the terminal answers "no": nothing goes
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(main_fd)
+        os.close(tty_fd)
+    assert proc.returncode == 1 and b"delete 1 run(s) (job)? [y/N]" in out
+    assert b"nothing deleted" in out and b"Traceback" not in err
+    with agentrewind.connect(url) as store:
+        assert store.get_run("job") is not None
