@@ -232,7 +232,7 @@ def test_import_refuses_changed_content_under_an_existing_id(url: str, tmp_path:
         ["import", str(doc), "--store", url],
         ["import", str(changed), "--store", url],
         ["import", str(changed), "--replace", "--json", "--store", url],
-        ["show", "job", data["steps"][-1]["step_id"][:12], "--json", "--store", url],
+        ["show", "job", data["steps"][-1]["step_id"], "--json", "--store", url],
     )
     assert "already present" in same.ok().out
     assert refused.code == 1 and "different content" in refused.err and "--replace" in refused.err

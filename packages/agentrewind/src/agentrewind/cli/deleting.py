@@ -133,8 +133,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """`agentrewind prune`: delete expired runs, runs idle too long, runs beyond the newest N."""
     if args.keep_last is None and args.older_than is None and not args.expired:
         raise CliError("say what to prune: --older-than DURATION, --keep-last N or --expired")
-    if args.keep_last is not None and args.keep_last < 0:
-        raise CliError(f"--keep-last must be 0 or more, not {args.keep_last}")
     with open_store(args, write=not args.dry_run) as store:
         views = all_runs(store, 1_000_000)
         now = time.time()

@@ -53,6 +53,16 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"keep_last must be 0 or more, not {n}")
+    return n
+
+
 def _store_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     default = None if top else argparse.SUPPRESS
     g = p.add_argument_group("store")
@@ -164,7 +174,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         else:
             p.add_argument(
                 "--keep-last",
-                type=int,
+                type=_count,
                 metavar="N",
                 help="delete all but the N most recently updated runs",
             )
