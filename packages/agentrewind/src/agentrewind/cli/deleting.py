@@ -7,6 +7,7 @@ reclaims the space afterwards.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sqlite3
 import time
@@ -47,11 +48,15 @@ def reclaim(store: Store) -> int | None:
     return max(before - (_size(store) or 0), 0)
 
 
-def _delete(store: Store, views: list[RunView]) -> int:
+def _delete(store: Store, views: list[RunView], force: bool) -> int:
+    # Stores that fence deletes take `force` (a leased run is refused without it); the CLI
+    # has already left leased runs out unless --force was given.
+    fenced = "force" in inspect.signature(store.delete_run).parameters
     deleted = 0
     for v in views:
         if v.source == "agentrewind":
-            deleted += store.delete_run(v.run_id)
+            kw = {"force": force} if fenced else {}
+            deleted += store.delete_run(v.run_id, **kw)
         else:
             source = _sources().get(v.source)
             if source is not None and hasattr(source, "delete_run"):
@@ -106,7 +111,7 @@ def _run(args: argparse.Namespace, store: Store, doomed: list[RunView], action: 
     if doomed and not confirm(f"delete {len(doomed)} run(s) ({names})?", yes=args.yes):
         print("nothing deleted")
         return 1
-    done = _delete(store, doomed)
+    done = _delete(store, doomed, args.force)
     if action == "prune":
         expired = store.prune()  # runs whose TTL ran out: not listed, purged here
     freed = reclaim(store) if done or expired else (None if _size(store) is None else 0)
