@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -325,3 +326,23 @@ def test_rm_asks_on_a_terminal(url: str) -> None:
     assert b"nothing deleted" in out and b"Traceback" not in err
     with agentrewind.connect(url) as store:
         assert store.get_run("job") is not None
+
+
+@pytest.mark.postgres
+def test_postgres_runs_kinds_crashed_and_rm(postgres_url: str) -> None:
+    url = f"{postgres_url}?namespace=cli-{os.urandom(4).hex()}"
+    fill(url)
+    with agentrewind.connect(url) as store:
+        store.begin_run("dead")
+        owner = f"{socket.gethostname()}:999999999:x"  # a pid that cannot exist
+        assert store.acquire_lease("dead", owner, 60).acquired
+    runs, rm, after = batch(
+        ["runs", "--json", "--store", url],
+        ["rm", "dead", "--yes", "--store", url],
+        ["runs", "--json", "--store", url],
+    )
+    got = {r["run_id"]: r for r in runs.ok().json()}  # type: ignore[union-attr]
+    assert got["dead"]["status"] == "crashed" and got["job"]["steps"] == 2
+    assert got["research"]["kind"] == "timeline" and got["research"]["status"] == "active"
+    assert "deleted dead" in rm.ok().out
+    assert {r["run_id"] for r in after.ok().json()} == {"job", "research"}  # type: ignore[union-attr]

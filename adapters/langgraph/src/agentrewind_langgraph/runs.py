@@ -69,6 +69,21 @@ class LangGraphRuns:
             key = K.registry_key(store.prefix, store.namespace)  # type: ignore[attr-defined]
             with store.translate_errors():  # type: ignore[attr-defined]
                 return bool(store.client.exists(key))  # type: ignore[attr-defined]
+        if store.scheme == "postgresql":
+            db: Any = store.db  # type: ignore[attr-defined]
+            schema = store.schema  # type: ignore[attr-defined]
+            if not db.fetchone(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+                "AND table_name = 'lg_threads'",
+                (schema,),
+            ):
+                return False
+            q = store._q  # type: ignore[attr-defined]
+            return bool(
+                db.fetchone(
+                    f"SELECT 1 FROM {q}.lg_threads WHERE ns = %s LIMIT 1", (store.namespace,)
+                )
+            )
         return True
 
     def _counts(self, store: Store, threads: list[str]) -> dict[str, int]:
@@ -82,6 +97,14 @@ class LangGraphRuns:
                     f"thread_id IN ({marks}) GROUP BY thread_id",
                     (store.namespace, *threads),
                 ).fetchall()
+            return {str(t): int(n) for t, n in rows}
+        if store.scheme == "postgresql":
+            q = store._q  # type: ignore[attr-defined]
+            rows = store.db.fetchall(  # type: ignore[attr-defined]
+                f"SELECT thread_id, count(*) FROM {q}.lg_checkpoints WHERE ns = %s AND "
+                "thread_id = ANY(%s) GROUP BY thread_id",
+                (store.namespace, threads),
+            )
             return {str(t): int(n) for t, n in rows}
         if store.scheme == "redis":
             prefix = store.prefix  # type: ignore[attr-defined]

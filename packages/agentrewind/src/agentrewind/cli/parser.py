@@ -233,10 +233,12 @@ def _plugin_commands(sub: Any, command: Callable[..., Any], argv: list[str]) -> 
     words = [a for a in argv if not a.startswith("-")]
     known = {*CORE_COMMANDS, *(ep.name for ep in eps)}
     unknown = bool(words) and not any(w in known for w in words)
+    loaded: set[str] = set()
     for ep in eps:
-        if ep.name in CORE_COMMANDS:
+        if ep.name in CORE_COMMANDS or ep.name in sub.choices:
             continue
-        if ep.name in words or unknown:
+        if (ep.name in words or unknown) and ep.value not in loaded:
+            loaded.add(ep.value)  # one register() may add several commands
             try:
                 ep.load()(sub)
                 continue

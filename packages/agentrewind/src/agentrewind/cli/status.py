@@ -62,6 +62,7 @@ class _Facts:
     lease: tuple[str, float] | None = None
     timeline: bool = False
     origin: Any = None
+    lease_known: bool = True
 
 
 _CHUNK = 500
@@ -119,6 +120,33 @@ def _redis_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None
         f.timeline = bool(timeline)
 
 
+def _postgres_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None:
+    db: Any = store.db  # type: ignore[attr-defined]
+    s = store._q  # type: ignore[attr-defined]  # the quoted schema
+    ns = store.namespace
+    for r, n in db.fetchall(
+        f"SELECT run_id, count(*) FROM {s}.ar_steps WHERE ns = %s AND run_id = ANY(%s) "
+        "AND key <> %s GROUP BY run_id",
+        (ns, ids, DOC_KEY),
+    ):
+        facts[r].steps = int(n)
+    for r, o, e in db.fetchall(
+        f"SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)",
+        (ns, ids),
+    ):
+        facts[r].lease = (str(o), float(e))
+    for (r,) in db.fetchall(
+        f"SELECT run_id FROM {s}.ar_heads WHERE ns = %s AND branch = 'HEAD' AND run_id = ANY(%s)",
+        (ns, ids),
+    ):
+        facts[r].timeline = True
+    for r, data in db.fetchall(
+        f"SELECT run_id, data FROM {s}.ar_steps WHERE ns = %s AND key = %s AND run_id = ANY(%s)",
+        (ns, DOC_KEY, ids),
+    ):
+        facts[r].origin = StepRecord.decode(bytes(data)).output
+
+
 def _generic_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> None:
     runs = getattr(store, "_runs", {})  # the memory store keeps its leases here
     for r in ids:
@@ -129,11 +157,13 @@ def _generic_facts(store: Store, ids: list[str], facts: dict[str, _Facts]) -> No
         facts[r].timeline = "HEAD" in store.get_heads(r)
         run = runs.get(r)
         facts[r].lease = getattr(run, "lease", None)
+        facts[r].lease_known = store.scheme == "memory"  # other stores: no way to tell
 
 
 def _facts(store: Store, run_ids: list[str]) -> dict[str, _Facts]:
     facts = {r: _Facts() for r in run_ids}
-    read = {"sqlite": _sqlite_facts, "redis": _redis_facts}.get(store.scheme, _generic_facts)
+    readers = {"sqlite": _sqlite_facts, "redis": _redis_facts, "postgresql": _postgres_facts}
+    read = readers.get(store.scheme, _generic_facts)
     for i in range(0, len(run_ids), _CHUNK):
         read(store, run_ids[i : i + _CHUNK], facts)
     return facts
@@ -167,7 +197,7 @@ def describe(store: Store, infos: list[RunInfo]) -> list[RunView]:
         status = info.status
         if status == "running" and kind == "timeline" and f.lease is None:
             status = "active"
-        elif status == "running" and (f.lease is None or not lease_alive(f.lease)):
+        elif status == "running" and f.lease_known and not (f.lease and lease_alive(f.lease)):
             status = "crashed"
         views.append(RunView(info, "agentrewind", kind, status, f.steps, f.lease, forked))
     return views
