@@ -177,4 +177,4 @@ def test_cli_migrate_postgres_saver_reports_a_bad_source(tmp_path: Any) -> None:
         text=True,
         timeout=60,
     )
-    assert bad.returncode == 2 and "cannot open the PostgresSaver database" in bad.stderr
+    assert bad.returncode == 3 and "cannot open the PostgresSaver database" in bad.stderr
