@@ -209,7 +209,12 @@ def _pg_cmd(args: argparse.Namespace) -> int:
 
 
 def register_cli(subparsers: Any) -> None:
-    """Add `migrate-sqlite-saver SRC.db` and `migrate-postgres-saver SRC_URL` (`--to URL`)."""
+    """Add `migrate-sqlite-saver SRC.db` and `migrate-postgres-saver SRC_URL` (`--to URL`).
+
+    Registered under both command names as entry points; a second call adds nothing.
+    """
+    if "migrate-sqlite-saver" in subparsers.choices:
+        return
     p = subparsers.add_parser(
         "migrate-sqlite-saver", help="copy a LangGraph SqliteSaver database into a store"
     )
