@@ -46,7 +46,8 @@ class _SharedConnection(SQLiteDatabase):
             durability=db.durability,
             busy_timeout=db.busy_timeout,
             retries=db.retries,
-            read_only=getattr(db, "read_only", False),
+            # Only read-only CLI stores pass it (a core without `read_only` never has one).
+            **({"read_only": True} if getattr(db, "read_only", False) else {}),
         )
         self._shared: sqlite3.Connection | None = None
 
