@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("redis")
 
-import redis  # noqa: E402
-from redis.crc import key_slot  # noqa: E402
+import redis
+from redis.crc import key_slot
 
-import agentrewind  # noqa: E402
-from agentrewind.errors import SchemaVersionError  # noqa: E402
-from agentrewind.records import StepRecord  # noqa: E402
-from agentrewind.stores._redis_keys import RunKeys, id_base, namespace_key  # noqa: E402
-from redis_support import cleanup_redis  # noqa: E402
+import agentrewind
+from agentrewind.errors import SchemaVersionError
+from agentrewind.records import StepRecord
+from agentrewind.stores._redis_keys import RunKeys, id_base, namespace_key
+from redis_support import cleanup_redis
 
 # Text that stresses the encoding: the hash-tag and separator characters, `%` (the escape),
 # empty strings and any unicode (lone surrogates included: the key builder must not crash).
@@ -40,9 +40,7 @@ def _all_keys(prefix: str, ns: str, family: str, ident: str) -> list[str]:
 
 @settings(max_examples=400, deadline=None)
 @given(a=st.tuples(ids, ids, families), b=st.tuples(ids, ids, families))
-def test_distinct_pairs_never_share_a_key(
-    a: tuple[str, str, str], b: tuple[str, str, str]
-) -> None:
+def test_distinct_pairs_never_share_a_key(a: tuple[str, str, str], b: tuple[str, str, str]) -> None:
     keys_a, keys_b = set(_all_keys("ar", *a)), set(_all_keys("ar", *b))
     indexes = {namespace_key("ar", a[0], "runs"), namespace_key("ar", b[0], "runs")}
     if a == b:
@@ -127,7 +125,9 @@ def _downgrade_to_v1(url: str, prefix: str, ns: str, run_id: str) -> None:
     """Rewrite a run's keys to the layout of agentrewind <= 0.1 (raw ids, schema 1)."""
     client = redis.Redis.from_url(url)
     new, old = RunKeys.of(prefix, ns, run_id), f"{prefix}:{ns}:run:{{{run_id}}}"
-    for part, key in zip(("steps", "order", "ids", "run", "heads", "lease"), new.all()):
+    for part, key in zip(
+        ("steps", "order", "ids", "run", "heads", "lease"), new.all(), strict=True
+    ):
         if client.exists(key):
             client.rename(key, f"{old}:{part}")
     client.rename(namespace_key(prefix, ns, "runs"), f"{prefix}:{ns}:runs")

@@ -40,7 +40,11 @@ class RewindSaver(SaverCore):
         store_or_url: An open agentrewind store or a URL (`sqlite:///file.db`,
             `redis://host:6379/0`, `rediss://...`; Redis Cluster is detected). A plain file
             path means SQLite. Default: `$AGENTREWIND_STORE`, else the SQLite default.
-        serde: LangGraph serializer (default `JsonPlusSerializer`).
+        serde: LangGraph serializer. Default: LangGraph's `JsonPlusSerializer` reviving only
+            LangGraph's safe types (messages, `Send`, datetimes, ...); a stored value naming
+            any other type raises `UnsafeCheckpointError` and nothing is imported or run.
+        allowed_msgpack_modules: More `(module, name)` pairs or classes the default serde may
+            revive, such as the pydantic models or dataclasses your graph state holds.
         ttl: Seconds a thread lives after its last write (refreshed by every write); None:
             forever.
         namespace: Store namespace when a URL is given.

@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _redis_keys as K
-from ._redis_migrate import migrate_v1
 from ._base import LeaseResult, Store, lease_owner_is_dead
+from ._redis_migrate import migrate_v1
 
 try:
     import redis as _redis
