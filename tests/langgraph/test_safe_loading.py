@@ -99,7 +99,11 @@ def test_crafted_blob_naming_a_function_is_refused_and_not_run(
 def test_pickle_blob_is_refused(saver_url: str) -> None:
     class _Pickling(JsonPlusSerializer):
         def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-            return ("pickle", b"cos\nsystem\n(S'true'\ntR.") if obj == "P" else super().dumps_typed(obj)
+            return (
+                ("pickle", b"cos\nsystem\n(S'true'\ntR.")
+                if obj == "P"
+                else super().dumps_typed(obj)
+            )
 
     config = _store(saver_url, _Pickling(), {"state": "P"})
     with RewindSaver(saver_url) as saver, pytest.raises(UnsafeCheckpointError, match="pickle"):

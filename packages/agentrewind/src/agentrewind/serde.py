@@ -5,8 +5,9 @@ A tagged value is `{"__ar__": TAG, "v": PAYLOAD}`. Built-in tags cover what agen
 adapters register more with `register_codec` (LangChain messages, for example).
 
 Loading never imports a module and never runs pickle unless `allow_pickle=True`:
-dataclasses, pydantic models and enums are rebuilt only when their class is already
-imported in this process or listed in `allowed_types`.
+dataclasses, pydantic models and enums are rebuilt only from an explicit allowlist, the
+classes listed in `allowed_types` plus those this serializer itself encoded in this process,
+never because stored data names a class that happens to be imported.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import decimal
 import enum
 import json
 import pickle
-import sys
 import uuid
 import zoneinfo
 from collections.abc import Callable, Iterable
@@ -66,8 +66,9 @@ class Serializer:
     Args:
         allow_pickle: Encode otherwise unserializable values with pickle and load them back.
             Off by default: a stored pickle then raises `SerializationError` and never runs.
-        allowed_types: Extra dataclasses, pydantic models or enums that may be rebuilt on load
-            even if their module is not imported yet (it is then imported by name).
+        allowed_types: Dataclasses, pydantic models or enums that may be rebuilt on load.
+            Classes this serializer encoded in this process are allowed too (so a run
+            replays in the process that recorded it); a resumed process must list them.
     """
 
     def __init__(self, *, allow_pickle: bool = False, allowed_types: Iterable[type] = ()) -> None:
@@ -85,6 +86,10 @@ class Serializer:
             tree = json.loads(data)
         except ValueError as exc:
             raise SerializationError(f"stored value is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise SerializationError(
+                "stored value is nested deeper than Python's recursion limit"
+            ) from exc
         return self.from_tree(tree)
 
     def to_tree(self, value: Any, path: str = "$") -> Any:
@@ -165,18 +170,18 @@ class Serializer:
         if isinstance(value, decimal.Decimal):
             return {TAG: "decimal", "v": str(value)}
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "t": _type_path(type(value)), "v": self._tree(value.value, path)}
+            return {TAG: "enum", "t": self._note(type(value)), "v": self._tree(value.value, path)}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {
                 f.name: self._tree(getattr(value, f.name), f"{path}.{f.name}")
                 for f in dataclasses.fields(value)
                 if f.init
             }
-            return {TAG: "dataclass", "t": _type_path(type(value)), "v": fields}
+            return {TAG: "dataclass", "t": self._note(type(value)), "v": fields}
         dump = getattr(value, "model_dump", None)
         if callable(dump) and hasattr(type(value), "model_validate"):
             data = dump(mode="json")
-            return {TAG: "pydantic", "t": _type_path(type(value)), "v": self._tree(data, path)}
+            return {TAG: "pydantic", "t": self._note(type(value)), "v": self._tree(data, path)}
         if hasattr(value, "_fields") and isinstance(value, tuple):
             return {
                 TAG: "tuple",
@@ -199,57 +204,86 @@ class Serializer:
         )
 
     # -- decoding ---------------------------------------------------------------------------
-    def from_tree(self, tree: Any) -> Any:
-        """Rebuild a value from `to_tree` output. Never imports or unpickles by default."""
+    def from_tree(self, tree: Any, where: str = "") -> Any:
+        """Rebuild a value from `to_tree` output. Never imports or unpickles by default.
+
+        Args:
+            tree: The stored tree.
+            where: What holds it (record and field), for error messages.
+
+        Raises:
+            SerializationError: The tree is malformed (a bad tag payload, a refused type,
+                nesting past the recursion limit); the message names `where` and the path.
+        """
+        try:
+            return self._from(tree)
+        except SerializationError as exc:
+            if not where:
+                raise
+            raise SerializationError(f"{where}: {exc}", path=exc.path) from exc
+        except RecursionError as exc:
+            raise SerializationError(
+                f"{where or 'stored value'}: nested deeper than Python's recursion limit "
+                "(corrupt or hostile data)"
+            ) from exc
+        except Exception as exc:  # any failure of stored data to decode is a named error
+            path = _locate(self._from, tree)
+            raise SerializationError(
+                f"{where or 'stored value'}: malformed value at {path}: "
+                f"{type(exc).__name__}: {exc}",
+                path=path,
+            ) from exc
+
+    def _from(self, tree: Any) -> Any:
         if isinstance(tree, list):
-            return [self.from_tree(v) for v in tree]
+            return [self._from(v) for v in tree]
         if not isinstance(tree, dict):
             return tree
         tag = tree.get(TAG)
         if tag is None:
-            return {k: self.from_tree(v) for k, v in tree.items()}
+            return {k: self._from(v) for k, v in tree.items()}
         payload: Any = tree.get("v")
         match tag:
             case "dict":
-                return {self._hashable(self.from_tree(k)): self.from_tree(v) for k, v in payload}
+                return {self._hashable(self._from(k)): self._from(v) for k, v in payload}
             case "tuple":
-                return tuple(self.from_tree(v) for v in payload)
+                return tuple(self._from(_list(payload)))
             case "set":
-                return {self._hashable(self.from_tree(v)) for v in payload}
+                return {self._hashable(v) for v in self._from(_list(payload))}
             case "frozenset":
-                return frozenset(self._hashable(self.from_tree(v)) for v in payload)
+                return frozenset(self._hashable(v) for v in self._from(_list(payload)))
             case "bytes":
-                return base64.b64decode(payload)
+                return base64.b64decode(_str(payload), validate=True)
             case "datetime":
-                when = dt.datetime.fromisoformat(payload)
+                when = dt.datetime.fromisoformat(_str(payload))
                 if "tz" in tree:
-                    zone = zoneinfo.ZoneInfo(tree["tz"])
+                    zone = zoneinfo.ZoneInfo(_str(tree["tz"]))
                     return when.replace(tzinfo=zone, fold=int(tree.get("fold", 0)))
                 return when
             case "date":
-                return dt.date.fromisoformat(payload)
+                return dt.date.fromisoformat(_str(payload))
             case "time":
-                return dt.time.fromisoformat(payload)
+                return dt.time.fromisoformat(_str(payload))
             case "timedelta":
-                return dt.timedelta(seconds=payload)
+                return dt.timedelta(seconds=_number(payload))
             case "uuid":
-                return uuid.UUID(payload)
+                return uuid.UUID(_str(payload))
             case "decimal":
-                return decimal.Decimal(payload)
+                return decimal.Decimal(_str(payload))
             case "enum":
-                return self._resolve(tree["t"], enum.Enum)(self.from_tree(payload))
+                return self._resolve(tree.get("t"), enum.Enum)(self._from(payload))
             case "dataclass":
-                cls: Any = self._resolve(tree["t"], None)
+                cls: Any = self._resolve(tree.get("t"), None)
                 if not dataclasses.is_dataclass(cls):
                     raise SerializationError(f"{tree['t']} is not a dataclass")
                 factory: Any = cls
-                return factory(**{k: self.from_tree(v) for k, v in payload.items()})
+                return factory(**{k: self._from(v) for k, v in _dict(payload).items()})
             case "pydantic":
-                cls = self._resolve(tree["t"], None)
+                cls = self._resolve(tree.get("t"), None)
                 validate = getattr(cls, "model_validate", None)
                 if validate is None:
                     raise SerializationError(f"{tree['t']} is not a pydantic model")
-                return validate(self.from_tree(payload))
+                return validate(self._from(payload))
             case "pickle":
                 if not self.allow_pickle:
                     raise SerializationError(
@@ -257,32 +291,79 @@ class Serializer:
                         "loading it can run arbitrary code; pass allow_pickle=True if you trust "
                         "this store"
                     )
-                return pickle.loads(base64.b64decode(payload))
-        codec = _CODECS.get(tag)
+                return pickle.loads(base64.b64decode(_str(payload), validate=True))
+        codec = _CODECS.get(tag) if isinstance(tag, str) else None
         if codec is None:
             raise SerializationError(
                 f"unknown type tag {tag!r}: install or import the adapter that registers it"
             )
-        return codec.decode(self.from_tree(payload))
+        return codec.decode(self._from(payload))
 
     @staticmethod
     def _hashable(value: Any) -> Any:
         return tuple(value) if isinstance(value, list) else value
 
-    def _resolve(self, path: str, base: type | None) -> Any:
-        cls: Any = self._allowed.get(path)
+    def _note(self, cls: type) -> str:
+        """The stored name of `cls`, which this serializer may now rebuild (it wrote it)."""
+        path = _type_path(cls)
+        self._allowed.setdefault(path, cls)
+        return path
+
+    def _resolve(self, path: Any, base: type | None) -> Any:
+        cls: Any = self._allowed.get(path) if isinstance(path, str) else None
         if cls is None:
-            module_name, _, qualname = path.partition(":")
-            module = sys.modules.get(module_name)
-            if module is None:
-                raise SerializationError(
-                    f"type {path} is not loaded in this process and not in allowed_types; "
-                    "import it first or pass allowed_types=[...] (stored data never triggers "
-                    "an import)"
-                )
-            cls = module
-            for part in qualname.split("."):
-                cls = getattr(cls, part, None)
-        if not isinstance(cls, type) or (base is not None and not issubclass(cls, base)):
+            raise SerializationError(
+                f"refusing to rebuild stored type {path!r}: it is not in allowed_types. If "
+                "you trust it, pass allowed_types=[TheClass] (Middleware, Serializer), or "
+                "register a codec; stored data never decides which classes are imported"
+            )
+        if base is not None and not issubclass(cls, base):
             raise SerializationError(f"stored type {path} does not resolve to an allowed class")
         return cls
+
+
+def _list(payload: Any) -> list[Any]:
+    if not isinstance(payload, list):
+        raise TypeError(f"expected a list, not {type(payload).__name__}")
+    return payload
+
+
+def _dict(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, dict):
+        raise TypeError(f"expected an object, not {type(payload).__name__}")
+    return payload
+
+
+def _str(payload: Any) -> str:
+    if not isinstance(payload, str):
+        raise TypeError(f"expected a string, not {type(payload).__name__}")
+    return payload
+
+
+def _number(payload: Any) -> float:
+    if isinstance(payload, bool) or not isinstance(payload, int | float):
+        raise TypeError(f"expected a number, not {type(payload).__name__}")
+    return payload
+
+
+def _locate(decode: Callable[[Any], Any], tree: Any, path: str = "$") -> str:
+    """The path of the innermost part of `tree` that fails to decode (for error messages)."""
+    for _ in range(10_000):
+        children: list[tuple[str, Any]] = []
+        if isinstance(tree, list):
+            children = [(f"[{i}]", v) for i, v in enumerate(tree)]
+        elif isinstance(tree, dict):
+            items = tree.get("v") if TAG in tree else tree
+            if TAG in tree and isinstance(items, list):
+                children = [(f"[{i}]", v) for i, v in enumerate(items)]
+            elif isinstance(items, dict):
+                children = [(f".{k}", v) for k, v in items.items()]
+        for step, child in children:
+            try:
+                decode(child)
+            except Exception:
+                tree, path = child, path + step
+                break
+        else:
+            return path
+    return path
