@@ -66,11 +66,10 @@ def test_deep_tree_is_a_named_error_not_recursion_error() -> None:
 
 
 def _raw_record(run_id: str, depth: int) -> bytes:
-    body = (
-        '{"run_id":"%s","step_id":"s","key":"custom:k:0#0","kind":"custom","name":"k",'
-        '"status":"completed","seq":0,"parent_id":null,"output":%s,"meta":{},'
-        '"created_at":0,"updated_at":0}' % (run_id, "[" * depth + "]" * depth)
-    ).encode()
+    head = {"run_id": run_id, "step_id": "s", "key": "custom:k:0#0", "kind": "custom",
+            "name": "k", "status": "completed", "seq": 0, "parent_id": None, "meta": {},
+            "created_at": 0, "updated_at": 0}  # fmt: skip
+    body = (json.dumps(head)[:-1] + ',"output":' + "[" * depth + "]" * depth + "}").encode()
     return b"AR1:%08x:%s" % (zlib.crc32(body), body)
 
 
