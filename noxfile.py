@@ -27,7 +27,8 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
-    sync(session, "redis", groups=("lint", "test"))  # test: agentrewind.testing uses pytest
+    # test: agentrewind.testing uses pytest
+    sync(session, "redis", "encryption", groups=("lint", "test"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -36,7 +37,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """The core's tests with no LLM framework installed."""
-    sync(session, "redis")
+    sync(session, "redis", "encryption")
     session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
 
 
@@ -51,7 +52,7 @@ def langchain(session: nox.Session) -> None:
 @nox.session
 def langgraph(session: nox.Session) -> None:
     """LangGraph saver tests, including langgraph-checkpoint-conformance."""
-    sync(session, "redis", "langgraph", groups=("test", "lint", "test-langgraph"))
+    sync(session, "redis", "langgraph", "encryption", groups=("test", "lint", "test-langgraph"))
     session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
 

@@ -30,11 +30,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import agentrewind
-from agentrewind.adapters import Store
+from agentrewind.adapters import Encryption, Store
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
-from ._serde import SafeSerializer
+from ._serde import SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
 
@@ -77,12 +77,13 @@ class SaverCore(BaseCheckpointSaver[str]):
         namespace: str | None = None,
         tombstone_ttl: float = 86_400.0,
         allowed_msgpack_modules: Iterable[tuple[str, ...] | type] = (),
+        encryption: Encryption | bool | None = None,
     ) -> None:
         if serde is None:
             serde = SafeSerializer(allowed_msgpack_modules=allowed_msgpack_modules)
         elif allowed_msgpack_modules and isinstance(serde, JsonPlusSerializer):
             serde = serde.with_msgpack_allowlist(allowed_msgpack_modules)
-        super().__init__(serde=serde)
+        super().__init__(serde=encrypted(serde, encryption))
         if isinstance(store_or_url, Store):
             store, self._owns_store = store_or_url, False
         else:

@@ -14,12 +14,14 @@ import contextvars
 from collections.abc import Iterable
 from typing import Any
 
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentrewind.errors import SerializationError
+from agentrewind.adapters import DecryptionError, Encryption, SerializationError
 
-__all__ = ["SafeSerializer", "UnsafeCheckpointError"]
+__all__ = ["AesGcmCipher", "SafeSerializer", "UnsafeCheckpointError", "encrypted"]
 
 _BLOCKED: contextvars.ContextVar[list[SerdeEvent] | None] = contextvars.ContextVar(
     "agentrewind_lg_blocked", default=None
@@ -64,6 +66,12 @@ class SafeSerializer(JsonPlusSerializer):
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Revive a stored value; raises `UnsafeCheckpointError` for a type not allowed."""
+        if "+" in data[0]:
+            raise DecryptionError(
+                f"stored checkpoint value is encrypted ({data[0]}) and no key is configured: "
+                "pass RewindSaver(..., encryption=Encryption(key)) or set "
+                "$AGENTREWIND_ENCRYPTION_KEY"
+            )
         if data[0] == "pickle" and not self.pickle_fallback:
             raise UnsafeCheckpointError(
                 "refusing a pickled checkpoint value: loading pickle can run any code; pass "
@@ -87,3 +95,40 @@ class SafeSerializer(JsonPlusSerializer):
                 name,
             )
         return value
+
+
+class AesGcmCipher(CipherProtocol):
+    """LangGraph's cipher protocol over agentrewind's `Encryption` (AES-GCM, key rotation)."""
+
+    name = "ar-aesgcm"
+
+    def __init__(self, encryption: Encryption) -> None:
+        self.encryption = encryption
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        """Encrypt with the current key."""
+        return self.name, self.encryption.encrypt(plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        """Decrypt with whichever configured key wrote it (`DecryptionError` otherwise)."""
+        if ciphername != self.name:
+            raise DecryptionError(f"stored value uses cipher {ciphername!r}, not {self.name!r}")
+        return self.encryption.decrypt(ciphertext)
+
+
+def encrypted(
+    serde: SerializerProtocol, encryption: Encryption | bool | None
+) -> SerializerProtocol:
+    """`serde` wrapped to encrypt what it writes, when `encryption` (or the env key) says so.
+
+    Reading an encrypted value with no key configured is a `DecryptionError` (raised by
+    `SafeSerializer`), never bytes handed to msgpack.
+    """
+    if encryption is None or encryption is True:
+        env = Encryption.from_env()
+        if encryption is True and env is None:
+            raise ValueError("encryption=True needs $AGENTREWIND_ENCRYPTION_KEY")
+        encryption = env
+    if not encryption:
+        return serde
+    return EncryptedSerializer(AesGcmCipher(encryption), serde)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .serde import TAG, Serializer
+from ._payloads import TAG
+from .serde import Serializer
 
 __all__ = ["MAX_DEPTH", "tree_issues"]
 

@@ -22,13 +22,18 @@ import pickle
 import uuid
 import zoneinfo
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import SerializationError
+from ._payloads import TAG, _dict, _list, _locate, _number, _str
+from .errors import DecryptionError, SerializationError
 
-__all__ = ["Codec", "Serializer", "register_codec"]
+if TYPE_CHECKING:
+    from .encryption import Encryption
 
-TAG = "__ar__"
+Redactor = Callable[[str, Any], Any]
+"""`redact(field, value) -> value`: applied to what is stored (`output`, `state`, `metadata`)."""
+
+__all__ = ["Codec", "Redactor", "Serializer", "register_codec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +74,48 @@ class Serializer:
         allowed_types: Dataclasses, pydantic models or enums that may be rebuilt on load.
             Classes this serializer encoded in this process are allowed too (so a run
             replays in the process that recorded it); a resumed process must list them.
+        redact: Applied to every value before it is stored (never to the inputs that make
+            replay keys): `redact(field, value)` returns what to keep. A replay returns the
+            stored, redacted value.
+        encryption: Encrypt stored values at rest (AES-GCM, `agentrewind.encryption`). None
+            uses `$AGENTREWIND_ENCRYPTION_KEY` when it is set; False never encrypts.
     """
 
-    def __init__(self, *, allow_pickle: bool = False, allowed_types: Iterable[type] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        allow_pickle: bool = False,
+        allowed_types: Iterable[type] = (),
+        redact: Redactor | None = None,
+        encryption: Encryption | bool | None = None,
+    ) -> None:
         self.allow_pickle = allow_pickle
         self._allowed = {_type_path(t): t for t in allowed_types}
+        self.redact = redact
+        if encryption is None or encryption is True:
+            from .encryption import Encryption
+
+            env = Encryption.from_env()
+            if encryption is True and env is None:
+                raise ValueError("encryption=True needs $AGENTREWIND_ENCRYPTION_KEY")
+            encryption = env
+        self.encryption: Encryption | None = encryption or None
+
+    # -- what is stored -----------------------------------------------------------------------
+    def prepare(self, value: Any, field: str) -> Any:
+        """The tree to store for `value`: redacted, then tagged (not yet encrypted)."""
+        return self.to_tree(value if self.redact is None else self.redact(field, value))
+
+    def seal(self, tree: Any) -> Any:
+        """`tree` encrypted into one `enc` tag when encryption is on, else `tree` itself."""
+        if self.encryption is None:
+            return tree
+        text = json.dumps(tree, separators=(",", ":"), sort_keys=True).encode()
+        return {TAG: "enc", "v": base64.b64encode(self.encryption.encrypt(text)).decode()}
+
+    def store_tree(self, value: Any, field: str) -> Any:
+        """`seal(prepare(value, field))`: what a store keeps for `value`."""
+        return self.seal(self.prepare(value, field))
 
     # -- encoding ---------------------------------------------------------------------------
     def dumps(self, value: Any) -> bytes:
@@ -218,9 +260,9 @@ class Serializer:
         try:
             return self._from(tree)
         except SerializationError as exc:
-            if not where:
-                raise
-            raise SerializationError(f"{where}: {exc}", path=exc.path) from exc
+            if where:
+                exc.args = (f"{where}: {exc}", *exc.args[1:])
+            raise
         except RecursionError as exc:
             raise SerializationError(
                 f"{where or 'stored value'}: nested deeper than Python's recursion limit "
@@ -284,6 +326,14 @@ class Serializer:
                 if validate is None:
                     raise SerializationError(f"{tree['t']} is not a pydantic model")
                 return validate(self._from(payload))
+            case "enc":
+                if self.encryption is None:
+                    raise DecryptionError(
+                        "stored value is encrypted and no key is configured: pass "
+                        "encryption=Encryption(key) or set $AGENTREWIND_ENCRYPTION_KEY"
+                    )
+                raw = base64.b64decode(_str(payload), validate=True)
+                return self._from(json.loads(self.encryption.decrypt(raw)))
             case "pickle":
                 if not self.allow_pickle:
                     raise SerializationError(
@@ -320,50 +370,3 @@ class Serializer:
         if base is not None and not issubclass(cls, base):
             raise SerializationError(f"stored type {path} does not resolve to an allowed class")
         return cls
-
-
-def _list(payload: Any) -> list[Any]:
-    if not isinstance(payload, list):
-        raise TypeError(f"expected a list, not {type(payload).__name__}")
-    return payload
-
-
-def _dict(payload: Any) -> dict[str, Any]:
-    if not isinstance(payload, dict):
-        raise TypeError(f"expected an object, not {type(payload).__name__}")
-    return payload
-
-
-def _str(payload: Any) -> str:
-    if not isinstance(payload, str):
-        raise TypeError(f"expected a string, not {type(payload).__name__}")
-    return payload
-
-
-def _number(payload: Any) -> float:
-    if isinstance(payload, bool) or not isinstance(payload, int | float):
-        raise TypeError(f"expected a number, not {type(payload).__name__}")
-    return payload
-
-
-def _locate(decode: Callable[[Any], Any], tree: Any, path: str = "$") -> str:
-    """The path of the innermost part of `tree` that fails to decode (for error messages)."""
-    for _ in range(10_000):
-        children: list[tuple[str, Any]] = []
-        if isinstance(tree, list):
-            children = [(f"[{i}]", v) for i, v in enumerate(tree)]
-        elif isinstance(tree, dict):
-            items = tree.get("v") if TAG in tree else tree
-            if TAG in tree and isinstance(items, list):
-                children = [(f"[{i}]", v) for i, v in enumerate(items)]
-            elif isinstance(items, dict):
-                children = [(f".{k}", v) for k, v in items.items()]
-        for step, child in children:
-            try:
-                decode(child)
-            except Exception:
-                tree, path = child, path + step
-                break
-        else:
-            return path
-    return path

@@ -171,7 +171,7 @@ class Call:
 
     def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
         try:
-            tree = self.run.middleware.serializer.to_tree(output)
+            tree = self.run.middleware.serializer.store_tree(output, "output")
         except BaseException:
             self.run._release(self)
             raise

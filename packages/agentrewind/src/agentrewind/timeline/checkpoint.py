@@ -149,7 +149,7 @@ def record_meta(
     """The `meta` of a checkpoint's step: hash, user metadata, confidence, labels."""
     meta: dict[str, Any] = {"hash": state_hash(tree)}
     if metadata:
-        meta["metadata"] = serializer.to_tree(metadata)
+        meta["metadata"] = serializer.store_tree(metadata, "metadata")
         confidence = metadata.get("confidence")
         if isinstance(confidence, int | float) and not isinstance(confidence, bool):
             meta["confidence"] = confidence
