@@ -101,36 +101,44 @@ def test_old_key_layout_is_refused_then_migrated(redis_url: str) -> None:
     store = agentrewind.connect(url)
     store.begin_run("r}1")
     store.put_steps([_record("r}1", "kept")], heads={"main": "s1"})
+    store.acquire_lease("r}1", "owner", 60.0)
     store.close()
     _downgrade_to_v1(redis_url, prefix, ns, "r}1")
+    client = redis.Redis.from_url(redis_url)
     try:
         with pytest.raises(SchemaVersionError, match="migrate=True"):
             agentrewind.connect(url)
+        # Another namespace of the same server is not held back by it.
+        other = agentrewind.connect(f"{redis_url}?prefix={prefix}&namespace=fresh")
+        other.begin_run("x")
+        other.close()
+        assert client.get(f"{prefix}:schema_version") == b"1"  # old processes still run
         migrated = agentrewind.connect(url + "&migrate=1")
         assert [r.output for r in migrated.load_steps("r}1")] == ["kept"]
         assert migrated.get_heads("r}1") == {"main": "s1"}
         assert [r.run_id for r in migrated.list_runs()] == ["r}1"]
+        assert not migrated.acquire_lease("r}1", "intruder", 1.0).acquired  # lease moved too
         migrated.close()
-        again = agentrewind.connect(url)  # the version is bumped: no flag needed now
+        assert client.get(f"{prefix}:schema_version") == b"2"  # old processes now refuse
+        again = agentrewind.connect(url)  # marked: no flag needed now
         assert [r.output for r in again.load_steps("r}1")] == ["kept"]
         again.close()
-        client = redis.Redis.from_url(redis_url)
         assert not list(client.scan_iter(match=f"{prefix}:{ns}:run:*"))  # old keys gone
-        client.close()
     finally:
+        client.close()
         _drop_prefix(redis_url, prefix)
 
 
 def _downgrade_to_v1(url: str, prefix: str, ns: str, run_id: str) -> None:
-    """Rewrite a run's keys to the layout of agentrewind <= 0.1 (raw ids, schema 1)."""
+    """Rewrite a run's keys to the layout of agentrewind 0.1 (raw ids, no layout key)."""
     client = redis.Redis.from_url(url)
     new, old = RunKeys.of(prefix, ns, run_id), f"{prefix}:{ns}:run:{{{run_id}}}"
-    for part, key in zip(
-        ("steps", "order", "ids", "run", "heads", "lease"), new.all(), strict=True
-    ):
+    parts = ("steps", "order", "ids", "run", "heads", "lease")
+    for part, key in zip(parts, new.all(), strict=True):
         if client.exists(key):
             client.rename(key, f"{old}:{part}")
     client.rename(namespace_key(prefix, ns, "runs"), f"{prefix}:{ns}:runs")
+    client.delete(namespace_key(prefix, ns, "layout"))
     client.set(f"{prefix}:schema_version", 1)
     client.close()
 

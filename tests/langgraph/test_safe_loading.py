@@ -147,3 +147,32 @@ def test_threads_of_colliding_namespaces_are_isolated(redis_url: str) -> None:
     _store(a_url, None, {"secret": 1}, thread="x}:lg:{y")
     with RewindSaver(b_url) as b:
         assert b.get_tuple({"configurable": {"thread_id": "y", "checkpoint_ns": ""}}) is None
+
+
+def test_saver_threads_of_the_old_key_layout_are_migrated(redis_url: str) -> None:
+    import redis
+
+    from agentrewind.errors import SchemaVersionError
+
+    prefix, ns, tid = f"lgm{uuid.uuid4().hex[:6]}", "tenant", "t}1"
+    url = f"{redis_url}?prefix={prefix}&namespace={ns}"
+    config = _store(url, None, {"x": 1}, thread=tid)
+    client = redis.Redis.from_url(redis_url)
+    with RewindSaver(url) as saver:  # rename its keys to agentrewind 0.1's layout
+        base = saver.store.key_base("lg", tid)  # type: ignore[attr-defined]
+    for part in ("cp", "ix", "bl", "wr", "wx", "th", "tomb"):
+        if client.exists(f"{base}:{part}"):
+            client.rename(f"{base}:{part}", f"{prefix}:{ns}:lg:{{{tid}}}:{part}")
+    client.delete(f"{prefix}:{ns}:layout")
+    try:
+        with pytest.raises(SchemaVersionError, match="migrate"):
+            RewindSaver(url)
+        with RewindSaver(url + "&migrate=1") as saver:
+            tup = saver.get_tuple(config)
+            assert tup is not None and tup.checkpoint["channel_values"] == {"x": 1}
+            assert [t for t, *_ in saver.backend.list_threads(10, 0.0)] == [tid]
+    finally:
+        keys = list(client.scan_iter(match=f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()

@@ -16,7 +16,8 @@ from urllib.parse import quote
 
 SCHEMA_KEY = "{prefix}:schema_version"
 REDIS_SCHEMA_VERSION = 2
-"""1: raw `{namespace}` and `{id}` in keys (collisions, broken slots); 2: encoded (`id_base`)."""
+"""Key layout: 1 put raw `{namespace}` and `{id}` in keys (collisions, broken slots); 2 encodes
+them (`id_base`). Tracked per namespace; see `_redis_migrate`."""
 
 
 def encode_part(text: str) -> str:

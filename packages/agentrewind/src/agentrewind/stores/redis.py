@@ -14,7 +14,7 @@ from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _redis_keys as K
 from ._base import LeaseResult, Store, lease_owner_is_dead
-from ._redis_migrate import migrate_v1
+from ._redis_migrate import check_layout
 
 try:
     import redis as _redis
@@ -170,24 +170,23 @@ class RedisStore(Store):
 
     def _check_schema(self) -> None:
         key = K.SCHEMA_KEY.format(prefix=self.prefix)
-        # A new prefix starts at the current layout; one written by agentrewind 0.x says 1.
-        self.client.set(key, K.REDIS_SCHEMA_VERSION, nx=True)
+        # 1 until a namespace is migrated from layout 1 (see `_redis_migrate`): processes of
+        # agentrewind 0.1 sharing the server keep working on namespaces they own.
+        self.client.set(key, 1, nx=True)
         raw = self.client.get(key)
-        current = int(raw) if raw is not None else K.REDIS_SCHEMA_VERSION
+        current = int(raw) if raw is not None else 1
         if current > K.REDIS_SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"Redis at {self.url} (prefix {self.prefix!r}) has schema version {current}; this "
                 f"agentrewind knows up to {K.REDIS_SCHEMA_VERSION}: upgrade agentrewind"
             )
-        if current < K.REDIS_SCHEMA_VERSION:
-            if not self.migrate:
-                raise SchemaVersionError(
-                    f"Redis at {self.url} (prefix {self.prefix!r}) has key layout {current}; "
-                    f"this agentrewind uses {K.REDIS_SCHEMA_VERSION} (encoded ids). Stop the "
-                    "processes of the old version, then connect once with migrate=True (or "
-                    "?migrate=1 in the URL) to move the keys"
-                )
-            migrate_v1(self.client, self.prefix, f"Redis at {self.url}")
+        check_layout(
+            self.client,
+            self.prefix,
+            self.namespace,
+            migrate=self.migrate,
+            where=f"Redis at {self.url}",
+        )
 
     def _keys(self, run_id: str) -> K.RunKeys:
         keys = self._key_cache.get(run_id)
