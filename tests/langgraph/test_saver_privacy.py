@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph import END, START, StateGraph
 
-from agentrewind.encryption import Encryption, generate_key  # noqa: E402
-from agentrewind.errors import DecryptionError  # noqa: E402
-from agentrewind_langgraph import RewindSaver  # noqa: E402
+from agentrewind.encryption import Encryption, generate_key
+from agentrewind.errors import DecryptionError
+from agentrewind_langgraph import RewindSaver
 
 SECRET = "4111-1111-1111-1111"
 
@@ -82,11 +82,14 @@ def test_encrypted_saver_resumes_and_stores_nothing_in_clear(saver_url: str) -> 
         out = _graph(saver, calls).invoke(None, config, durability="sync")
     assert out["log"] == ["start", f"charged {SECRET}", "done"]
     assert calls == ["charge", "done"]
-    with RewindSaver(saver_url, encryption=Encryption(generate_key())) as saver:
-        with pytest.raises(DecryptionError, match="not among the keys"):
-            saver.get_tuple(config)
-    with RewindSaver(saver_url, encryption=False) as saver:
-        with pytest.raises(DecryptionError, match="no key is configured"):
+    for encryption, says in (
+        (Encryption(generate_key()), "not among the keys"),
+        (False, "no key is configured"),
+    ):
+        with (
+            RewindSaver(saver_url, encryption=encryption) as saver,
+            pytest.raises(DecryptionError, match=says),
+        ):
             saver.get_tuple(config)
 
 
