@@ -24,8 +24,8 @@ import zoneinfo
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ._payloads import TAG, _dict, _list, _locate, _number, _str
 from .errors import DecryptionError, SerializationError
+from .tags import TAG, decode_scalar, expect_dict, expect_list, locate
 
 if TYPE_CHECKING:
     from .encryption import Encryption
@@ -269,7 +269,7 @@ class Serializer:
                 "(corrupt or hostile data)"
             ) from exc
         except Exception as exc:  # any failure of stored data to decode is a named error
-            path = _locate(self._from, tree)
+            path = locate(self._from, tree)
             raise SerializationError(
                 f"{where or 'stored value'}: malformed value at {path}: "
                 f"{type(exc).__name__}: {exc}",
@@ -289,29 +289,13 @@ class Serializer:
             case "dict":
                 return {self._hashable(self._from(k)): self._from(v) for k, v in payload}
             case "tuple":
-                return tuple(self._from(_list(payload)))
+                return tuple(self._from(expect_list(payload)))
             case "set":
-                return {self._hashable(v) for v in self._from(_list(payload))}
+                return {self._hashable(v) for v in self._from(expect_list(payload))}
             case "frozenset":
-                return frozenset(self._hashable(v) for v in self._from(_list(payload)))
-            case "bytes":
-                return base64.b64decode(_str(payload), validate=True)
-            case "datetime":
-                when = dt.datetime.fromisoformat(_str(payload))
-                if "tz" in tree:
-                    zone = zoneinfo.ZoneInfo(_str(tree["tz"]))
-                    return when.replace(tzinfo=zone, fold=int(tree.get("fold", 0)))
-                return when
-            case "date":
-                return dt.date.fromisoformat(_str(payload))
-            case "time":
-                return dt.time.fromisoformat(_str(payload))
-            case "timedelta":
-                return dt.timedelta(seconds=_number(payload))
-            case "uuid":
-                return uuid.UUID(_str(payload))
-            case "decimal":
-                return decimal.Decimal(_str(payload))
+                return frozenset(self._hashable(v) for v in self._from(expect_list(payload)))
+            case "bytes" | "datetime" | "date" | "time" | "timedelta" | "uuid" | "decimal":
+                return decode_scalar(tag, tree)
             case "enum":
                 return self._resolve(tree.get("t"), enum.Enum)(self._from(payload))
             case "dataclass":
@@ -319,7 +303,7 @@ class Serializer:
                 if not dataclasses.is_dataclass(cls):
                     raise SerializationError(f"{tree['t']} is not a dataclass")
                 factory: Any = cls
-                return factory(**{k: self._from(v) for k, v in _dict(payload).items()})
+                return factory(**{k: self._from(v) for k, v in expect_dict(payload).items()})
             case "pydantic":
                 cls = self._resolve(tree.get("t"), None)
                 validate = getattr(cls, "model_validate", None)
@@ -332,7 +316,7 @@ class Serializer:
                         "stored value is encrypted and no key is configured: pass "
                         "encryption=Encryption(key) or set $AGENTREWIND_ENCRYPTION_KEY"
                     )
-                raw = base64.b64decode(_str(payload), validate=True)
+                raw = decode_scalar("bytes", tree)
                 return self._from(json.loads(self.encryption.decrypt(raw)))
             case "pickle":
                 if not self.allow_pickle:
@@ -341,7 +325,7 @@ class Serializer:
                         "loading it can run arbitrary code; pass allow_pickle=True if you trust "
                         "this store"
                     )
-                return pickle.loads(base64.b64decode(_str(payload), validate=True))
+                return pickle.loads(decode_scalar("bytes", tree))
         codec = _CODECS.get(tag) if isinstance(tag, str) else None
         if codec is None:
             raise SerializationError(

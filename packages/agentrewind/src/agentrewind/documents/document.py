@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._tag_check import tree_issues
 from ..errors import AgentRewindError
 from ..records import StepRecord
+from ..tags import tree_issues
 from .schema import check, load_schema
 
 __all__ = [
