@@ -28,7 +28,7 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
     # test: agentrewind.testing uses pytest
-    sync(session, "redis", "postgres", groups=("lint", "test"))
+    sync(session, "redis", "postgres", "encryption", groups=("lint", "test"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -37,7 +37,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """The core's tests with no LLM framework installed (stores: SQLite, Redis, PostgreSQL)."""
-    sync(session, "redis", "postgres")
+    sync(session, "redis", "postgres", "encryption")
     session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
 
 
@@ -52,7 +52,7 @@ def langchain(session: nox.Session) -> None:
 @nox.session
 def langgraph(session: nox.Session) -> None:
     """LangGraph saver tests, including langgraph-checkpoint-conformance."""
-    sync(session, "redis", "postgres", "langgraph", groups=("test", "lint", "test-langgraph"))
+    sync(session, "redis", "postgres", "encryption", groups=("lint", "test"))
     session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
 

@@ -261,6 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RecursionError:
+        print("error: input nested deeper than Python's recursion limit", file=sys.stderr)
+        return 2
+    except Exception as exc:  # one line, never a traceback (the CLI is a user interface)
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

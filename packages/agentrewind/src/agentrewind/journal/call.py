@@ -123,7 +123,9 @@ class Call:
         if self.record.status == "failed":
             err = self.record.meta.get("error", {})
             raise RecordedStepError(err.get("type", "Error"), err.get("message", ""))
-        return self.run.middleware.serializer.from_tree(self.record.output)
+        r = self.record
+        where = f"run {r.run_id!r} step {r.key!r} field output"
+        return self.run.middleware.serializer.from_tree(r.output, where)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -169,7 +171,7 @@ class Call:
 
     def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
         try:
-            tree = self.run.middleware.serializer.to_tree(output)
+            tree = self.run.middleware.serializer.store_tree(output, "output")
         except BaseException:
             self.run._release(self)
             raise

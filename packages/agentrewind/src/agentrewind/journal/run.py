@@ -26,7 +26,7 @@ from ..errors import (
     IncompleteStepError,
     RunLockedError,
 )
-from ..ids import new_id
+from ..ids import check_id, new_id
 from ..records import RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from .call import Call, CallEvent, JournalSettings
@@ -56,7 +56,7 @@ class Run:
         lease_ttl: float = 30.0,
     ) -> None:
         self.middleware = middleware
-        self.run_id = run_id or new_id()
+        self.run_id = check_id(run_id) if run_id else new_id()
         self.strict = strict
         self.on_incomplete = on_incomplete
         self.ttl = ttl
