@@ -203,7 +203,7 @@ class Call:
         self.run._after_complete(self, record)
 
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
-        self.run._note(self, "failed")
+        self.run._note(self, "failed", exc)
         error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
         meta: dict[str, Any] = {"error": error}
         if self.record_failures:

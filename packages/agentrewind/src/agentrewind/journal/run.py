@@ -27,8 +27,9 @@ from ..errors import (
     RunLockedError,
 )
 from ..ids import new_id
-from ..records import RunMetrics, StepRecord
+from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
+from ..telemetry import observers
 from .call import Call, CallEvent, JournalSettings
 from .lease import LeaseKeeper
 
@@ -76,6 +77,9 @@ class Run:
         self._last_step_id: str | None = None
         self._keeper: LeaseKeeper | None = None
         self._lease_at = 0.0
+        self._observers = observers()  # OpenTelemetry spans when installed (telemetry.py)
+        self._replayed: list[str] = []  # replays since the last write, noted on the next one
+        self._diverged: set[str] = set()
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, recorded={len(self._records)})"
@@ -86,7 +90,11 @@ class Run:
             raise RunLockedError(self.run_id, result[1], result[2])
         self._lease_at = time.monotonic()
 
-    def _load(self, records: list[StepRecord]) -> None:
+    def _emit(self, event: str, *args: Any) -> None:
+        for observer in self._observers:
+            observer.notify(event, self, *args)
+
+    def _load(self, records: list[StepRecord], taken_over: bool = False) -> None:
         for record in records:
             self._records[record.key] = record
             self._seq = max(self._seq, record.seq)
@@ -99,15 +107,17 @@ class Run:
             run_id, lambda: store.acquire_lease(run_id, owner, ttl).acquired, ttl, self._lease_at
         )
         self._keeper.start()
+        self._emit("run_started", taken_over)
 
     def _open(self) -> None:
         store = self.middleware.store
         self._check_lease(store.acquire_lease(self.run_id, self.owner, self.lease_ttl))
         begun = False
         try:
+            prior = store.get_run(self.run_id) if self._observers else None
             store.begin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(store.load_steps(self.run_id))
+            self._load(store.load_steps(self.run_id), _running(prior))
         except BaseException:
             if begun:  # e.g. a corrupt record: say so in the run's status, best effort
                 with contextlib.suppress(Exception):
@@ -120,9 +130,10 @@ class Run:
         self._check_lease(await store.aacquire_lease(self.run_id, self.owner, self.lease_ttl))
         begun = False
         try:
+            prior = await store.aget_run(self.run_id) if self._observers else None
             await store.abegin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(await store.aload_steps(self.run_id))
+            self._load(await store.aload_steps(self.run_id), _running(prior))
         except BaseException:
             if begun:
                 with contextlib.suppress(Exception):
@@ -156,6 +167,9 @@ class Run:
                 self._keeper.join(timeout=2.0)
         if failed and self.status == "completed":
             self.status = "failed"
+        if self._lease_lost():
+            self._emit("lease_lost")
+        self._emit("run_ended")
 
     def _close(self, failed: bool) -> None:
         self._stop_keeper(failed)
@@ -260,6 +274,7 @@ class Run:
             )
             if replayable:
                 self._unconsumed.get((kind, name), set()).discard(key)
+                self._replayed.append(key)
         call = Call(
             self,
             kind,
@@ -302,6 +317,8 @@ class Run:
             f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
             "input changed since the run was recorded, so it runs again"
         )
+        self._diverged.add(key)
+        self._emit("diverged", kind, name, key, message)
         if self.strict:
             raise DivergenceError(message)
         warnings.warn(DivergenceWarning(message), stacklevel=4)
@@ -323,8 +340,10 @@ class Run:
                 seq = self._seq
             if call.record is not None and call.record.status != "completed":
                 parent = call.record.parent_id  # keep the link its `started` record made
+                _carry_notes(call.record.meta, meta)
             else:
                 parent = self._last_step_id
+            self._add_notes(call.key, meta)
             record = StepRecord(
                 run_id=self.run_id,
                 step_id=call.step_id,
@@ -344,6 +363,16 @@ class Run:
             self._last_step_id = call.step_id
         return record
 
+    def _add_notes(self, key: str, meta: dict[str, Any]) -> None:
+        # For viewers: which recorded calls replayed before this write (no write of their
+        # own, so a replay stays free), and whether this call diverged from the recording.
+        if self._replayed:
+            meta["replayed"] = self._replayed[:_MAX_NOTED]
+            meta["replayed_count"] = len(self._replayed)
+            self._replayed = []
+        if key in self._diverged:
+            meta["diverged"] = True
+
     def _release(self, call: Call) -> None:
         with self._lock:
             free = self._free_occ.setdefault(call.base, [])
@@ -357,12 +386,16 @@ class Run:
             self.metrics.steps += 1
 
     def _note(
-        self, call: Call, outcome: Literal["replayed", "executed", "failed", "skipped"]
+        self,
+        call: Call,
+        outcome: Literal["replayed", "executed", "failed", "skipped"],
+        error: BaseException | None = None,
     ) -> None:
         with self._lock:
             self.events.append(CallEvent(call.kind, call.name, call.key, outcome))
             if outcome == "failed":
                 self.metrics.failures += 1
+        self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -423,3 +456,18 @@ class Run:
                 raise
         await call.acomplete(result)
         return result
+
+
+_MAX_NOTED = 1000
+"""At most this many replayed keys are noted on one record (the count is always kept)."""
+
+
+def _running(prior: RunInfo | None) -> bool:
+    # A run still `running` when a new owner gets its lease: the last owner died or stalled.
+    return prior is not None and prior.status == "running"
+
+
+def _carry_notes(started: dict[str, Any], meta: dict[str, Any]) -> None:
+    for name in ("replayed", "replayed_count", "diverged"):
+        if name in started:
+            meta.setdefault(name, started[name])
