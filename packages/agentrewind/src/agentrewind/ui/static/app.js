@@ -11,7 +11,7 @@ let routeToken = 0; // bumped on navigation, so a stale poll or fetch never pain
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   setAttrs(el, attrs);
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -20,7 +20,7 @@ function h(tag, attrs, ...children) {
 function s(tag, attrs, ...children) {
   const el = document.createElementNS(SVG, tag);
   setAttrs(el, attrs);
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -47,7 +47,7 @@ async function getJSON(path) {
   if (!r.ok) throw new Error(data.error || `${r.status}`);
   return data;
 }
-function render(...nodes) { app.replaceChildren(...nodes); }
+function render(...nodes) { app.replaceChildren(...nodes.flat(Infinity).filter((n) => n)); }
 function fail(err) { render(h("p", { class: "error" }, String(err.message || err))); }
 
 // -- JSON tree: collapsible objects, long text collapsed ------------------------------------
@@ -140,7 +140,7 @@ function waterfall(run, wf) {
   const body = h("tbody");
   rows.forEach((r, i) => {
     const bar = h("div", { class: `wf-bar ${r.outcome}`, style: null, title: `${r.outcome} ${secs(r.duration)}` });
-    bar.style.left = `${Math.min(pct(r.start), 99.5)}%`;
+    bar.style.left = `${Math.min(pct(r.start), 98.5)}%`;
     bar.style.width = `${Math.max(pct(r.end) - pct(r.start), 0)}%`;
     const href = r.step_id ? `${runHref(run.run_id)}/steps/${enc(r.step_id)}` : null;
     body.appendChild(h("tr", { class: "clickable", "data-outcome": r.outcome, "data-row": i,
@@ -219,7 +219,7 @@ function layout(nodes) {
 
 function graphSvg(g, selected, onPick) {
   const { pos, lanes, order } = layout(g.nodes);
-  const DX = 46, DY = 46, X0 = 30, Y0 = 30;
+  const DX = 120, DY = 64, X0 = 30, Y0 = 34;
   const at = (id) => { const p = pos.get(id); return [X0 + p.x * DX, Y0 + p.lane * DY]; };
   const width = X0 * 2 + Math.max(order.length - 1, 0) * DX + 160, height = Y0 * 2 + (lanes - 1) * DY + 20;
   const svg = s("svg", { width, height, "data-testid": "graph", role: "img" });
@@ -243,7 +243,7 @@ function graphSvg(g, selected, onPick) {
     c.addEventListener("click", () => onPick(n));
     svg.appendChild(c);
     if (n.refs && n.refs.length) svg.appendChild(s("text", { x: x - 8, y: y - 14, class: "ref" }, n.refs.join(", ")));
-    svg.appendChild(s("text", { x: x - 8, y: y + 22 }, String(n.label).slice(0, 14)));
+    svg.appendChild(s("text", { x: x - 8, y: y + 22 }, String(n.label).replace(/\s+\(confidence.*$/, "").slice(0, 18)));
   }
   return svg;
 }
@@ -295,7 +295,7 @@ async function diffPage(token, runId, query) {
 function barChart(series, key, title) {
   const W = 640, H = 180, P = 30, n = Math.max(series.length, 1);
   const max = Math.max(1, ...series.map((r) => r[key]));
-  const bw = (W - 2 * P) / n;
+  const bw = Math.min((W - 2 * P) / n, 48);
   const svg = s("svg", { width: W, height: H + 20, "data-testid": `chart-${key}` },
     s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }), s("text", { x: 2, y: P - 8 }, `${title} (max ${max})`));
   series.forEach((r, i) => {
