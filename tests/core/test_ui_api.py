@@ -1,4 +1,4 @@
-"""The viewer's HTTP API over a real SQLite store, with stdlib urllib: data, safety headers, GET only."""
+"""The viewer's HTTP API on a real SQLite store (stdlib urllib): data, safety headers, GET only."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_read_only_and_loopback_only(viewer: ViewerServer) -> None:
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         status, headers, _ = fetch(viewer, "/api/runs/order-1", method=method, data=b"{}")
         assert status == 405 and headers["Allow"] == "GET, HEAD"
-    status, _, body = fetch(viewer, "/api/runs", headers={"Host": "evil.example:80"})
+    status, _, _ = fetch(viewer, "/api/runs", headers={"Host": "evil.example:80"})
     assert status == 403  # a rebinding page on another origin gets nothing
     for path in ("/api/runs", "/api/runs/order-1", "/api/runs/plan/graph", "/api/metrics"):
         get(viewer, path)
