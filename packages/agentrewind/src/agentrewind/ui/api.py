@@ -88,15 +88,19 @@ def list_runs(store: Store, limit: int = 500) -> list[dict[str, Any]]:
     out = []
     for source, info in all_runs(store, limit):
         row = _run_json(store, source, info)
-        if row["kind"] == TIMELINE and not row["steps"]:
-            row["steps"] = len(store.load_steps(info.run_id))  # checkpoints are not calls
+        if row["kind"] in (TIMELINE, LANGGRAPH) and not row["steps"]:
+            row["steps"] = len(run_steps(store, info.run_id)[1])  # checkpoints are not calls
         out.append(row)
     return out
 
 
 def _find(store: Store, run_id: str) -> tuple[str, RunInfo, list[StepRecord]]:
     source, steps = run_steps(store, run_id)
-    info = store.get_run(run_id) if source == "agentrewind" else None
+    if source == "agentrewind":
+        info = store.get_run(run_id)
+    else:  # the source's own listing knows the thread's times
+        listed = [r for src, r in all_runs(store, 10_000) if src == source and r.run_id == run_id]
+        info = listed[0] if listed else None
     if info is None:
         when = [s.created_at for s in steps] or [0.0]
         info = RunInfo(run_id, "completed", min(when), max(when))

@@ -104,7 +104,7 @@ async function runsPage(token, query) {
     const rows = runs.filter((r) => (!want || r.run_id.toLowerCase().includes(want))
       && (!status.value || r.status === status.value) && (!kind.value || r.kind === kind.value));
     body.replaceChildren(...rows.map((r) => h("tr", { class: "clickable", "data-run": r.run_id,
-      onclick: (e) => { if (e.target.tagName !== "A") navigate(runHref(r.run_id)); } },
+      onclick: (e) => { if (!e.target.closest("a")) navigate(runHref(r.run_id)); } },
       h("td", {}, link(runHref(r.run_id), r.run_id)), h("td", {}, badge(r.status)), h("td", {}, r.kind),
       h("td", { class: "num" }, r.steps), h("td", { class: "num" }, r.replay_hits),
       h("td", { class: "num" }, r.tokens_saved), h("td", { class: "num" }, secs(r.seconds_saved)),
@@ -144,7 +144,7 @@ function waterfall(run, wf) {
     bar.style.width = `${Math.max(pct(r.end) - pct(r.start), 0)}%`;
     const href = r.step_id ? `${runHref(run.run_id)}/steps/${enc(r.step_id)}` : null;
     body.appendChild(h("tr", { class: "clickable", "data-outcome": r.outcome, "data-row": i,
-      onclick: () => href && navigate(href) },
+      onclick: (e) => { if (href && !e.target.closest("a")) navigate(href); } },
       h("td", {}, r.kind), h("td", {}, href ? link(href, r.name) : r.name),
       h("td", {}, badge(r.outcome), r.diverged ? [" ", badge("diverged")] : null,
         r.error ? h("div", { class: "error" }, r.error) : null),
@@ -196,7 +196,7 @@ function stepView(step) {
     parts.push(h("div", { class: "split" }, jsonPanel("Channel values", d.channel_values),
       jsonPanel(`Pending writes (${d.pending_writes.length})`, d.pending_writes)), jsonPanel("Metadata", d.metadata));
   } else {
-    parts.push(h("div", { class: "split" }, jsonPanel("Output", step.output), jsonPanel("Meta (input facts, timings, usage)", m)));
+    parts.push(h("div", { class: "split" }, jsonPanel("Output", step.output), jsonPanel("Meta (timings, usage, errors)", m)));
   }
   return h("section", { "data-testid": "step" }, parts);
 }
