@@ -70,9 +70,8 @@ def _populate(store: Store, url: str) -> str:
 
     with redirect_stdout(io.StringIO()):
         run_demo(store, out=lambda *_: None)
-    demo = next(
-        r.run_id for r in store.list_runs() if r.run_id.startswith("demo-") and "-" not in r.run_id[5:]
-    )
+    ids = [r.run_id for r in store.list_runs()]
+    demo = next(i for i in ids if i.startswith("demo-") and "-" not in i[5:])
     mw = agentrewind.Middleware(store)
     with mw.run(XSS_ID) as run:
         run.step("render", lambda: XSS_OUT)
@@ -161,7 +160,7 @@ def test_runs_then_a_run_waterfall_then_back(page: Any, viewer: tuple[ViewerServ
 
 
 def test_filter_and_search(page: Any, viewer: tuple[ViewerServer, str]) -> None:
-    server, demo = viewer
+    server, _ = viewer
     page.goto(server.url + "?kind=timeline")
     page.locator("[data-testid=runs] tbody tr").first.wait_for()
     assert page.locator("[data-testid=runs] tbody tr").count() == 1
