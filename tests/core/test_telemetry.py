@@ -26,8 +26,8 @@ _PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    # The global provider can be set once per process; the observer asks for it per span.
-    monkeypatch.setattr(trace, "get_tracer", lambda *a, **k: _PROVIDER.get_tracer(*a, **k))
+    # The global provider can be set once per process; the observer asks for it per run.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: _PROVIDER)
     _EXPORTER.clear()
     yield _EXPORTER
     _EXPORTER.clear()
@@ -135,6 +135,9 @@ def test_spans_nest_framework_spans_under_the_run(
 
 
 def test_no_op_without_opentelemetry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert telemetry.observers() == ()  # installed, but no SDK provider configured
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: _PROVIDER)
+    assert len(telemetry.observers()) == 1
     monkeypatch.setattr(telemetry, "_otel_importable", lambda: False)
     assert telemetry.observers() == ()
     mw = agentrewind.Middleware(f"sqlite:///{tmp_path / 'r.db'}")

@@ -14,8 +14,8 @@ into one span per run and one child span per recorded call:
   `.seconds_saved` / `.tokens_saved` (what the call cost when it first ran). An executed call's
   span covers its execution; a replayed one is instant. A failure sets the span status to ERROR.
 
-Without `opentelemetry` installed this is a no-op: `observers()` returns an empty tuple and a
-run pays nothing. The spans go to whatever `TracerProvider` the application configured, so they
+Without `opentelemetry` installed, or with no tracer provider configured, this is a no-op:
+`observers()` returns an empty tuple and a run pays nothing. The spans go to whatever `TracerProvider` the application configured, so they
 sit beside LangChain's and LlamaIndex's own traces; `AGENTREWIND_OTEL=0` turns them off.
 """
 
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .journal.call import Call
     from .journal.run import Run
+    from .records import StepRecord
 
 __all__ = ["OtelObserver", "RunObserver", "add_observer", "observers", "remove_observer"]
 
@@ -45,7 +46,8 @@ class RunObserver(Protocol):
         """Handle one event of `run`.
 
         Events and their arguments: `run_started(taken_over: bool)`,
-        `call(call: Call, outcome: str, error: BaseException | None)`,
+        `call(call: Call | StepRecord, outcome: str, error: BaseException | None)` (a record
+        when an adapter wrote it itself, see `Run.observe`),
         `diverged(kind, name, key, message)`, `lease_lost()`, `run_ended()`.
         An observer must not raise; errors are logged and ignored.
         """
@@ -93,6 +95,14 @@ def _otel_importable() -> bool:
 def _otel() -> OtelObserver | None:
     if os.environ.get("AGENTREWIND_OTEL", "1") in ("0", "false", "off") or not _otel_importable():
         return None
+    from opentelemetry import trace
+
+    # No SDK configured (yet): spans would be dropped, so a run skips them at no cost. Checked
+    # per run, so a provider set later is used from the next run on.
+    if isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    ):
+        return None
     return _OBSERVER
 
 
@@ -107,7 +117,7 @@ class OtelObserver:
 
         from . import __version__
 
-        return trace.get_tracer("agentrewind", __version__)
+        return trace.get_tracer_provider().get_tracer("agentrewind", __version__)
 
     def notify(self, event: str, run: Run, *args: Any) -> None:
         """Dispatch `event` (see `RunObserver.notify`); never raises."""
@@ -128,7 +138,9 @@ class OtelObserver:
         token = context.attach(trace.set_span_in_context(span))
         self._spans[id(run)] = (span, token)
 
-    def _on_call(self, run: Run, call: Call, outcome: str, error: BaseException | None) -> None:
+    def _on_call(
+        self, run: Run, call: Call | StepRecord, outcome: str, error: BaseException | None
+    ) -> None:
         from opentelemetry import trace
 
         entry = self._spans.get(id(run))
@@ -137,7 +149,8 @@ class OtelObserver:
         now = time.time_ns()
         duration = float(meta.get("duration", 0.0) or 0.0)
         if outcome == "failed":
-            duration = time.perf_counter() - call._t0 if call._t0 else 0.0
+            t0 = getattr(call, "_t0", 0.0)
+            duration = time.perf_counter() - t0 if t0 else 0.0
         replayed = outcome in ("replayed", "skipped")
         start = now if replayed else now - int(duration * 1e9)
         attributes: dict[str, Any] = {

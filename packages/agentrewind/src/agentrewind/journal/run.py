@@ -208,6 +208,15 @@ class Run:
             self._seq += 1
             return self._seq
 
+    def observe(self, record: StepRecord, outcome: str = "executed") -> None:
+        """Tell the run's observers (OpenTelemetry spans) about a record an adapter wrote itself.
+
+        Args:
+            record: The record as written (its kind, name, key and meta are reported).
+            outcome: `executed`, `replayed`, `failed` or `skipped`.
+        """
+        self._emit("call", record, outcome, None)
+
     def mark_consumed(self, keys: Iterable[str]) -> None:
         """Treat recorded calls as replayed for divergence checks.
 
