@@ -49,8 +49,12 @@ def test_agent_spans_recorded_then_replayed(tmp_path: Any, spans: InMemorySpanEx
         mw.wrap(make_agent(flaky, counter)).invoke(INPUT, config)
     run, calls = _calls(spans, "otel-agent")
     outcomes = [(kind, a["agentrewind.outcome"]) for kind, a in calls]
-    assert outcomes == [("agentrewind.llm", "executed"), ("agentrewind.tool", "executed"),
-                        ("agentrewind.llm", "executed"), ("agentrewind.tool", "failed")]  # fmt: skip
+    assert outcomes == [
+        ("agentrewind.llm", "executed"),
+        ("agentrewind.tool", "executed"),
+        ("agentrewind.llm", "executed"),
+        ("agentrewind.tool", "failed"),
+    ]
     assert str(calls[1][1]["agentrewind.name"]).startswith("lookup_order")
     assert run.attributes is not None and run.attributes["agentrewind.status"] == "failed"
 
@@ -60,9 +64,13 @@ def test_agent_spans_recorded_then_replayed(tmp_path: Any, spans: InMemorySpanEx
     mw.wrap(make_agent(flaky2, counter2)).invoke(INPUT, config)
     run2, calls2 = _calls(spans, "otel-agent")
     outcomes2 = [(kind, a["agentrewind.outcome"]) for kind, a in calls2]
-    assert outcomes2 == [("agentrewind.llm", "replayed"), ("agentrewind.tool", "replayed"),
-                         ("agentrewind.llm", "replayed"), ("agentrewind.tool", "executed"),
-                         ("agentrewind.llm", "executed")]  # fmt: skip
+    assert outcomes2 == [
+        ("agentrewind.llm", "replayed"),
+        ("agentrewind.tool", "replayed"),
+        ("agentrewind.llm", "replayed"),
+        ("agentrewind.tool", "executed"),
+        ("agentrewind.llm", "executed"),
+    ]
     replayed_llm = calls2[0][1]
     assert replayed_llm["agentrewind.replayed"] is True
     assert replayed_llm["agentrewind.tokens_saved"] == replayed_llm["agentrewind.tokens"]

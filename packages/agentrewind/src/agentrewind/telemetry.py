@@ -15,8 +15,9 @@ into one span per run and one child span per recorded call:
   span covers its execution; a replayed one is instant. A failure sets the span status to ERROR.
 
 Without `opentelemetry` installed, or with no tracer provider configured, this is a no-op:
-`observers()` returns an empty tuple and a run pays nothing. The spans go to whatever `TracerProvider` the application configured, so they
-sit beside LangChain's and LlamaIndex's own traces; `AGENTREWIND_OTEL=0` turns them off.
+`observers()` returns an empty tuple and a run pays nothing. The spans go to whatever
+`TracerProvider` the application configured, so they sit beside LangChain's and LlamaIndex's
+own traces; `AGENTREWIND_OTEL=0` turns them off.
 """
 
 from __future__ import annotations
