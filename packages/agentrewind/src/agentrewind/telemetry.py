@@ -26,12 +26,12 @@ import functools
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .journal.call import Call
-    from .journal.run import Run
-    from .records import StepRecord
+# A `Run` (journal/run.py) and a `Call` or `StepRecord` are passed in; this module sits below the
+# journal (the journal imports it), so it names them only as `Any`.
+Run = Any
+Call = Any
 
 __all__ = ["OtelObserver", "RunObserver", "add_observer", "observers", "remove_observer"]
 
@@ -116,9 +116,7 @@ class OtelObserver:
     def _tracer(self) -> Any:
         from opentelemetry import trace
 
-        from . import __version__
-
-        return trace.get_tracer_provider().get_tracer("agentrewind", __version__)
+        return trace.get_tracer_provider().get_tracer("agentrewind", _version())
 
     def notify(self, event: str, run: Run, *args: Any) -> None:
         """Dispatch `event` (see `RunObserver.notify`); never raises."""
@@ -139,9 +137,7 @@ class OtelObserver:
         token = context.attach(trace.set_span_in_context(span))
         self._spans[id(run)] = (span, token)
 
-    def _on_call(
-        self, run: Run, call: Call | StepRecord, outcome: str, error: BaseException | None
-    ) -> None:
+    def _on_call(self, run: Run, call: Call, outcome: str, error: BaseException | None) -> None:
         from opentelemetry import trace
 
         entry = self._spans.get(id(run))
@@ -222,6 +218,16 @@ class OtelObserver:
                 context.detach(token)
         finally:
             span.end()
+
+
+@functools.cache
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentrewind")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
 
 
 _OBSERVER = OtelObserver()

@@ -27,11 +27,12 @@ from ..errors import (
     RunLockedError,
 )
 from ..ids import new_id
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .call import Call, CallEvent, JournalSettings
+from .call import Call, CallEvent, JournalSettings, Outcome
 from .lease import LeaseKeeper
+from .notes import Notes, taken_over
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -78,8 +79,7 @@ class Run:
         self._keeper: LeaseKeeper | None = None
         self._lease_at = 0.0
         self._observers = observers()  # OpenTelemetry spans when installed (telemetry.py)
-        self._replayed: list[str] = []  # replays since the last write, noted on the next one
-        self._diverged: set[str] = set()
+        self._notes = Notes()  # replays and divergence, noted on records for viewers
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, recorded={len(self._records)})"
@@ -117,7 +117,7 @@ class Run:
             prior = store.get_run(self.run_id) if self._observers else None
             store.begin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(store.load_steps(self.run_id), _running(prior))
+            self._load(store.load_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:  # e.g. a corrupt record: say so in the run's status, best effort
                 with contextlib.suppress(Exception):
@@ -133,7 +133,7 @@ class Run:
             prior = await store.aget_run(self.run_id) if self._observers else None
             await store.abegin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(await store.aload_steps(self.run_id), _running(prior))
+            self._load(await store.aload_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:
                 with contextlib.suppress(Exception):
@@ -209,12 +209,7 @@ class Run:
             return self._seq
 
     def observe(self, record: StepRecord, outcome: str = "executed") -> None:
-        """Tell the run's observers (OpenTelemetry spans) about a record an adapter wrote itself.
-
-        Args:
-            record: The record as written (its kind, name, key and meta are reported).
-            outcome: `executed`, `replayed`, `failed` or `skipped`.
-        """
+        """Report a record an adapter wrote itself to the run's observers (OpenTelemetry)."""
         self._emit("call", record, outcome, None)
 
     def mark_consumed(self, keys: Iterable[str]) -> None:
@@ -283,7 +278,7 @@ class Run:
             )
             if replayable:
                 self._unconsumed.get((kind, name), set()).discard(key)
-                self._replayed.append(key)
+                self._notes.replayed.append(key)
         call = Call(
             self,
             kind,
@@ -326,7 +321,7 @@ class Run:
             f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
             "input changed since the run was recorded, so it runs again"
         )
-        self._diverged.add(key)
+        self._notes.diverged.add(key)
         self._emit("diverged", kind, name, key, message)
         if self.strict:
             raise DivergenceError(message)
@@ -349,10 +344,10 @@ class Run:
                 seq = self._seq
             if call.record is not None and call.record.status != "completed":
                 parent = call.record.parent_id  # keep the link its `started` record made
-                _carry_notes(call.record.meta, meta)
             else:
                 parent = self._last_step_id
-            self._add_notes(call.key, meta)
+            started = call.record.meta if call.record and call.record.status == "started" else None
+            self._notes.apply(call.key, meta, started)
             record = StepRecord(
                 run_id=self.run_id,
                 step_id=call.step_id,
@@ -372,16 +367,6 @@ class Run:
             self._last_step_id = call.step_id
         return record
 
-    def _add_notes(self, key: str, meta: dict[str, Any]) -> None:
-        # For viewers: which recorded calls replayed before this write (no write of their
-        # own, so a replay stays free), and whether this call diverged from the recording.
-        if self._replayed:
-            meta["replayed"] = self._replayed[:_MAX_NOTED]
-            meta["replayed_count"] = len(self._replayed)
-            self._replayed = []
-        if key in self._diverged:
-            meta["diverged"] = True
-
     def _release(self, call: Call) -> None:
         with self._lock:
             free = self._free_occ.setdefault(call.base, [])
@@ -394,12 +379,7 @@ class Run:
         with self._lock:
             self.metrics.steps += 1
 
-    def _note(
-        self,
-        call: Call,
-        outcome: Literal["replayed", "executed", "failed", "skipped"],
-        error: BaseException | None = None,
-    ) -> None:
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None:
         with self._lock:
             self.events.append(CallEvent(call.kind, call.name, call.key, outcome))
             if outcome == "failed":
@@ -465,18 +445,3 @@ class Run:
                 raise
         await call.acomplete(result)
         return result
-
-
-_MAX_NOTED = 1000
-"""At most this many replayed keys are noted on one record (the count is always kept)."""
-
-
-def _running(prior: RunInfo | None) -> bool:
-    # A run still `running` when a new owner gets its lease: the last owner died or stalled.
-    return prior is not None and prior.status == "running"
-
-
-def _carry_notes(started: dict[str, Any], meta: dict[str, Any]) -> None:
-    for name in ("replayed", "replayed_count", "diverged"):
-        if name in started:
-            meta.setdefault(name, started[name])
