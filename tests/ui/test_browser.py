@@ -66,7 +66,7 @@ def _langgraph_thread(url: str) -> None:
 
 
 def _populate(store: Store, url: str) -> str:
-    from agentrewind._demo import run_demo
+    from agentrewind.cli.demo import run_demo
 
     with redirect_stdout(io.StringIO()):
         run_demo(store, out=lambda *_: None)
