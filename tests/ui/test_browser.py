@@ -230,3 +230,18 @@ def test_crafted_markup_executes_nothing(page: Any, viewer: tuple[ViewerServer, 
     assert page.evaluate("window.__xss") is None
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     shot(page, "escaped")
+
+
+def test_a_running_run_updates_live(page: Any, viewer: tuple[ViewerServer, str]) -> None:
+    server, _ = viewer
+    mw = agentrewind.Middleware(server.store)
+    with mw.run("live-run") as run:
+        run.step("first", lambda: 1)
+        page.goto(f"{server.url}runs/live-run")
+        page.locator("[data-testid=waterfall]").wait_for()
+        assert page.locator(".badge.running").count() == 1
+        assert page.locator("tr[data-outcome=executed]").count() == 1
+        run.step("second", lambda: 2)
+        # the page polls while the run is in progress: the new call appears without a reload
+        page.locator("tr[data-outcome=executed]").nth(1).wait_for(timeout=10_000)
+    page.locator(".badge.completed").first.wait_for(timeout=10_000)
