@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,17 @@ def _populate(store: Store) -> None:
             flaky["fail"] = False
     with mw.run("xss") as run:
         run.step("render", lambda: {"html": XSS, "long": "x" * 5000})
+    with mw.run("drift") as run:
+        run.step("ask", lambda q: q, "old question")
+    with warnings.catch_warnings(), mw.run("drift") as run:
+        warnings.simplefilter("ignore", agentrewind.DivergenceWarning)
+        run.step("ask", lambda q: q, "new question")
+
+    def boom() -> None:
+        raise TimeoutError("model timed out")
+
+    with contextlib.suppress(TimeoutError), mw.run("broken") as run:
+        run.step("call_model", boom)
     tl = agentrewind.Timeline("plan", store=store)
     a = tl.checkpoint({"draft": "a"}, {"confidence": 0.5}, "First", "draft")
     tl.checkpoint({"draft": "b"}, {"confidence": 0.4}, "Worse", "draft")
@@ -87,7 +100,8 @@ def get(server: ViewerServer, path: str) -> Any:
 
 def test_runs_list_kinds_statuses_and_savings(viewer: ViewerServer) -> None:
     runs = {r["run_id"]: r for r in get(viewer, "/api/runs")}
-    assert set(runs) == {"order-1", "xss", "plan"}
+    assert set(runs) == {"order-1", "xss", "plan", "drift", "broken"}
+    assert runs["broken"]["status"] == "failed"
     order = runs["order-1"]
     assert (order["kind"], order["status"], order["replay_hits"], order["steps"]) == (
         "journal", "completed", 2, 3)  # fmt: skip
@@ -107,6 +121,15 @@ def test_waterfall_counts_replayed_and_executed_calls(viewer: ViewerServer) -> N
     assert starts == sorted(starts)
     step = get(viewer, f"/api/runs/order-1/steps/{wf['rows'][1]['step_id']}")
     assert step["name"] == "charge" and step["output"] == "ch_A-17"
+
+
+def test_errors_and_divergence_are_marked(viewer: ViewerServer) -> None:
+    rows = get(viewer, "/api/runs/broken")["waterfall"]["rows"]
+    assert [(r["outcome"], r["error"]) for r in rows] == [
+        ("failed", "TimeoutError: model timed out")
+    ]
+    rows = get(viewer, "/api/runs/drift")["waterfall"]["rows"]
+    assert [(r["outcome"], r["diverged"]) for r in rows] == [("executed", False), ("executed", True)]
 
 
 def test_stored_markup_comes_back_as_plain_json_text(viewer: ViewerServer) -> None:
@@ -130,7 +153,7 @@ def test_timeline_graph_and_diff(viewer: ViewerServer) -> None:
 
 def test_metrics_of_the_store_and_of_a_run(viewer: ViewerServer) -> None:
     m = get(viewer, "/api/metrics")
-    assert m["runs"] == 3 and m["total"]["replay_hits"] == 2
+    assert m["runs"] == 5 and m["total"]["replay_hits"] == 2
     assert [r["run_id"] for r in m["series"]][-1] == "plan"  # oldest first
     assert get(viewer, "/api/runs/order-1/metrics")["total"]["steps"] == 3
 
