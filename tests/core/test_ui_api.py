@@ -129,7 +129,10 @@ def test_errors_and_divergence_are_marked(viewer: ViewerServer) -> None:
         ("failed", "TimeoutError: model timed out")
     ]
     rows = get(viewer, "/api/runs/drift")["waterfall"]["rows"]
-    assert [(r["outcome"], r["diverged"]) for r in rows] == [("executed", False), ("executed", True)]
+    assert [(r["outcome"], r["diverged"]) for r in rows] == [
+        ("executed", False),
+        ("executed", True),
+    ]
 
 
 def test_stored_markup_comes_back_as_plain_json_text(viewer: ViewerServer) -> None:
