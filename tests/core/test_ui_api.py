@@ -9,6 +9,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import agentrewind
 from agentrewind.stores import Store
 from agentrewind.ui import ViewerServer, make_server
 from agentrewind.ui.api import safe_url
+from redis_support import cleanup_redis
 
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1">'
 
@@ -65,10 +67,18 @@ def _populate(store: Store) -> None:
     tl.merge("alt", strategy="theirs")
 
 
-@pytest.fixture(scope="module")
-def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewerServer]:
+@pytest.fixture(scope="module", params=["sqlite", "redis"])
+def viewer(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ViewerServer]:
     # Module-wide: every test only reads (one of them checks that nothing changed).
-    store = agentrewind.connect(f"sqlite:///{tmp_path_factory.mktemp('ui') / 'ui.db'}")
+    namespace = f"ui-{uuid.uuid4().hex[:8]}"
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        store = agentrewind.connect(url, namespace=namespace)
+    else:
+        url = ""
+        store = agentrewind.connect(f"sqlite:///{tmp_path_factory.mktemp('ui') / 'ui.db'}")
     _populate(store)
     server = make_server(store, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -79,6 +89,8 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewerServer]:
         server.shutdown()
         server.server_close()
         store.close()
+        if url:
+            cleanup_redis(url, namespace)
 
 
 def fetch(server: ViewerServer, path: str, **kw: Any) -> tuple[int, dict[str, str], bytes]:
