@@ -111,12 +111,17 @@ class OtelObserver:
     """Emits the spans described in this module's docstring (one instance per process)."""
 
     def __init__(self) -> None:
-        self._spans: dict[int, Any] = {}  # id(run) -> (span, context token)
+        self._spans: dict[int, Any] = {}  # id(run) -> (span, context token, span's context)
+        self._cached: tuple[Any, Any] | None = None
 
     def _tracer(self) -> Any:
         from opentelemetry import trace
 
-        return trace.get_tracer_provider().get_tracer("agentrewind", _version())
+        provider = trace.get_tracer_provider()
+        cached = self._cached
+        if cached is None or cached[0] is not provider:  # one tracer per provider, not per span
+            cached = self._cached = (provider, provider.get_tracer("agentrewind", _version()))
+        return cached[1]
 
     def notify(self, event: str, run: Run, *args: Any) -> None:
         """Dispatch `event` (see `RunObserver.notify`); never raises."""
@@ -134,14 +139,14 @@ class OtelObserver:
         if taken_over:
             span.add_event("agentrewind.lease_takeover", {"agentrewind.owner": run.owner})
         # Current while the run is open, so framework spans made inside it nest under it.
-        token = context.attach(trace.set_span_in_context(span))
-        self._spans[id(run)] = (span, token)
+        parent = trace.set_span_in_context(span)
+        self._spans[id(run)] = (span, context.attach(parent), parent)
 
     def _on_call(self, run: Run, call: Call, outcome: str, error: BaseException | None) -> None:
         from opentelemetry import trace
 
         entry = self._spans.get(id(run))
-        parent = trace.set_span_in_context(entry[0]) if entry else None
+        parent = entry[2] if entry else None
         meta = call.meta
         now = time.time_ns()
         duration = float(meta.get("duration", 0.0) or 0.0)
@@ -197,7 +202,7 @@ class OtelObserver:
         entry = self._spans.pop(id(run), None)
         if entry is None:
             return
-        span, token = entry
+        span, token, _ = entry
         m = run.metrics
         span.set_attributes(
             {
