@@ -143,6 +143,7 @@ def test_runs_then_a_run_waterfall_then_back(page: Any, viewer: tuple[ViewerServ
     assert page.locator("tr[data-outcome=executed]").count() == 3
     assert page.locator("[data-count=replayed] b").inner_text() == "2"
     assert page.locator("[data-count=executed] b").inner_text() == "3"
+    assert page.locator("[data-testid=chart-calls] polyline").count() == 2
     replayed = page.locator("tr[data-outcome=replayed] td").nth(1).inner_text()
     assert replayed == "fetch_order"
     shot(page, "run")

@@ -170,7 +170,7 @@ async function runPage(token, runId, stepId) {
   const nodes = [...runHeader(run, "calls"), h("div", { class: "cards" },
     [["steps", run.steps], ["replay hits", run.replay_hits], ["tokens saved", run.tokens_saved],
       ["time saved", secs(run.seconds_saved)], ["failures", run.failures]].map(([k, v]) => h("div", { class: "card" }, h("b", {}, v), k)))];
-  if (data.waterfall.rows.length) nodes.push(...waterfall(run, data.waterfall));
+  if (data.waterfall.rows.length) nodes.push(...waterfall(run, data.waterfall), callsChart(data.waterfall.rows));
   else nodes.push(h("p", { class: "muted" }, "No calls recorded yet."));
   nodes.push(detail);
   render(...nodes);
@@ -316,6 +316,24 @@ function lineChart(series, key, title, fmt) {
     s("text", { x: 2, y: P - 8 }, `${title}: ${fmt(acc)} in total`),
     s("polyline", { class: "line", points: xy.map((p) => p.join(",")).join(" ") }));
 }
+function callsChart(rows) { // one run: executed and replayed calls, cumulative over its time axis
+  const W = 640, H = 120, P = 30;
+  const t0 = rows[0].start, t1 = Math.max(...rows.map((r) => r.end), t0 + 1e-3);
+  const x = (t) => P + ((W - 2 * P) * (t - t0)) / (t1 - t0);
+  const svg = s("svg", { width: W, height: H + 24, "data-testid": "chart-calls" },
+    s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }),
+    s("text", { x: 2, y: 14 }, "calls over time: executed (blue), replayed (green)"));
+  [["executed", "line exec"], ["replayed", "line"]].forEach(([what, cls]) => {
+    let n = 0;
+    const pts = [[P, 0]]; // a step line: the count rises when a call ends
+    for (const r of rows.filter((row) => row.outcome === what)) pts.push([x(r.end), n], [x(r.end), ++n]);
+    pts.push([W - P, n]);
+    const max = Math.max(rows.length, 1);
+    svg.appendChild(s("polyline", { class: cls, points: pts.map(([px, v]) => `${px},${H - ((H - P) * v) / max}`).join(" ") }));
+  });
+  return h("div", {}, svg);
+}
+
 async function metricsPage(token) {
   const m = await getJSON("/api/metrics");
   if (token !== routeToken) return;
