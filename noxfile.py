@@ -79,7 +79,7 @@ def ui(session: nox.Session) -> None:
     Playwright drives /usr/bin/chromium (never `playwright install`: no browser download).
     Screenshots of every page go to .artifacts/ui/.
     """
-    sync(session, "langgraph", groups=("test", "ui-test", "test-langgraph"))
+    sync(session, "redis", "langgraph", groups=("test", "ui-test", "test-langgraph"))
     env = {"AGENTREWIND_REQUIRE_BROWSER": "1"}  # here a missing Chromium fails, never skips
     session.run("pytest", "tests/ui", "tests/core/test_ui_api.py", *session.posargs, env=env)
 
