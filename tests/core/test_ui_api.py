@@ -148,7 +148,7 @@ def test_errors_and_divergence_are_marked(viewer: ViewerServer) -> None:
 
 
 def test_stored_markup_comes_back_as_plain_json_text(viewer: ViewerServer) -> None:
-    step_id = get(viewer, "/api/runs/xss")["steps"][0]["step_id"]
+    step_id = get(viewer, "/api/runs/xss")["waterfall"]["rows"][0]["step_id"]
     status, headers, body = fetch(viewer, f"/api/runs/xss/steps/{step_id}")
     assert status == 200 and headers["X-Content-Type-Options"] == "nosniff"
     assert json.loads(body)["output"]["html"] == XSS  # data, rendered by the page as text

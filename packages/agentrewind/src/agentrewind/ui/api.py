@@ -165,7 +165,7 @@ def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
 
 
 def run_detail(store: Store, run_id: str) -> dict[str, Any]:
-    """A run with its steps (no outputs) and its calls as a waterfall.
+    """A run and its calls as a waterfall (each row links to its step by id).
 
     Raises:
         RunNotFoundError: No store or run source knows the run.
@@ -176,7 +176,6 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     return {
         "run": run,
         "heads": heads,
-        "steps": [step_json(s) for s in steps],
         "waterfall": _waterfall(steps, info.metrics),
     }
 
