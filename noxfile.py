@@ -1,4 +1,4 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, bench.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, bench.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -70,6 +70,18 @@ def reliability(session: nox.Session) -> None:
     """Crash (SIGKILL), lock, lease and Redis-failure tests."""
     sync(session, "redis")
     session.run("pytest", "tests/reliability", *session.posargs)
+
+
+@nox.session
+def ui(session: nox.Session) -> None:
+    """The viewer in a real browser: Debian's Chromium (apt-get install chromium) + Playwright.
+
+    Playwright drives /usr/bin/chromium (never `playwright install`: no browser download).
+    Screenshots of every page go to .artifacts/ui/.
+    """
+    sync(session, "redis", "langgraph", groups=("test", "ui-test", "test-langgraph"))
+    env = {"AGENTREWIND_REQUIRE_BROWSER": "1"}  # here a missing Chromium fails, never skips
+    session.run("pytest", "tests/ui", "tests/core/test_ui_api.py", *session.posargs, env=env)
 
 
 @nox.session

@@ -63,6 +63,51 @@ class LangGraphRuns:
             )
         return steps
 
+    def step_detail(self, store: Store, run_id: str, step_id: str) -> dict[str, Any] | None:
+        """One checkpoint for the viewer: channel values, pending writes, metadata (JSON data)."""
+        saver = RewindSaver(store)
+        try:
+            for tup in saver.list({"configurable": {"thread_id": run_id}}):
+                conf = tup.config["configurable"]
+                if conf["checkpoint_id"] != step_id:
+                    continue
+                parent = tup.parent_config["configurable"] if tup.parent_config else {}
+                return {
+                    "checkpoint_ns": conf["checkpoint_ns"],
+                    "parent_id": parent.get("checkpoint_id"),
+                    "channel_values": _jsonable(tup.checkpoint.get("channel_values", {})),
+                    "channel_versions": _jsonable(tup.checkpoint.get("channel_versions", {})),
+                    "pending_writes": [
+                        {"task_id": task, "channel": channel, "value": _jsonable(value)}
+                        for task, channel, value in tup.pending_writes or []
+                    ],
+                    "metadata": _jsonable(dict(tup.metadata)),
+                }
+        finally:
+            saver.close()
+        return None
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """Plain JSON data for display: models dumped, unknown objects as their repr."""
+    if depth > 50:
+        return repr(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v, depth + 1) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _jsonable(dump(), depth + 1)
+        except Exception:
+            pass
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
+
 
 run_source = LangGraphRuns()
 """The object registered under the `agentrewind.run_sources` entry point."""

@@ -38,6 +38,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from ..ui import cmd_ui  # the viewer is imported only by its own command
+
+    return cmd_ui(args)
+
+
 def _run_json(r: Any, source: str = "agentrewind") -> dict[str, Any]:
     return {
         "run_id": r.run_id,
@@ -219,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="document path, or - for stdin")
     p.add_argument("--run-id", help="import under another run id")
     p.add_argument("--replace", action="store_true", help="replace an existing run")
+    p = command("ui", "serve a local read-only web viewer of the store", listing=False)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")
     for register in load_group("agentrewind.cli_commands"):
         register(sub)
     return parser
@@ -237,6 +246,7 @@ _COMMANDS = {
     "prune": _cmd_prune,
     "export": _cmd_export,
     "import": _cmd_import,
+    "ui": _cmd_ui,
 }
 
 

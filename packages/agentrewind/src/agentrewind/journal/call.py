@@ -54,7 +54,7 @@ class CallJournal(Protocol):
 
     def _after_complete(self, call: Call, record: StepRecord) -> None: ...
 
-    def _note(self, call: Call, outcome: Outcome) -> None: ...
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -205,7 +205,7 @@ class Call:
         self.run._after_complete(self, record)
 
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
-        self.run._note(self, "failed")
+        self.run._note(self, "failed", exc)
         error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
         meta: dict[str, Any] = {"error": error}
         if self.record_failures:
