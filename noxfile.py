@@ -79,5 +79,6 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/core_bench.py", *session.posargs)
     session.run("python", "benchmarks/timeline_bench.py", "--stores", "memory,sqlite,redis")
     session.run("python", "benchmarks/langchain_bench.py")
+    session.run("python", "benchmarks/langchain_multicall.py")
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
