@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_config_list, get_executor_for_config
 from langchain_core.runnables.utils import gated_coro, gather_with_concurrency
 
-from agentrewind._ids import new_id
+from agentrewind.adapters import new_id
 
 from ._scope import resolve_run_id
 
