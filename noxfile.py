@@ -82,3 +82,34 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/langchain_multicall.py")
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
+
+
+UPSTREAM_LANGCHAIN_TEST_DEPS = (
+    "pip",  # downloads the sdists the tests ship in
+    "pytest-asyncio",
+    "pytest-mock",
+    "pytest-socket",
+    "pytest-benchmark",
+    "freezegun",
+    "syrupy>=5,<6",
+    "responses",
+    "blockbuster>=1.5.26,<1.6",
+    "grandalf",
+    "numpy",
+    "toml",
+    "langchain-tests>=1.1.9,<2",
+    "langchain-openai",
+    "fastmcp>=4.0.11,<5",
+)
+
+
+@nox.session(name="upstream-langchain", tags=["upstream"], default=False)
+def upstream_langchain(session: nox.Session) -> None:
+    """langchain-core's runnable tests and langchain's agent tests, outermost runnable wrapped.
+
+    Not in the default run. Prints the tests that fail wrapped (SQLite, Redis) but pass
+    unwrapped; arguments after `--` go to tests/upstream/langchain_upstream.py.
+    """
+    sync(session, "redis", "langchain", "langgraph", groups=("test",))
+    session.install(*UPSTREAM_LANGCHAIN_TEST_DEPS)
+    session.run("python", "tests/upstream/langchain_upstream.py", *session.posargs)

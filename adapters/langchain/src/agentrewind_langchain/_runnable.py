@@ -211,7 +211,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return drive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: self.bound.stream(input, config, **kwargs),
+            self.bound.stream(input, config, **kwargs),
         )
 
     def astream(
@@ -221,7 +221,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return adrive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: self.bound.astream(input, config, **kwargs),
+            self.bound.astream(input, config, **kwargs),
         )
 
     def transform(
@@ -231,7 +231,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return drive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: self.bound.transform(input, config, **kwargs),
+            self.bound.transform(input, config, **kwargs),
         )
 
     def atransform(
@@ -241,7 +241,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return adrive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: self.bound.atransform(input, config, **kwargs),
+            self.bound.atransform(input, config, **kwargs),
         )
 
     def astream_log(
@@ -251,7 +251,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return adrive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: self.bound.astream_log(input, config, **kwargs),
+            self.bound.astream_log(input, config, **kwargs),
         )
 
     def astream_events(
@@ -269,7 +269,7 @@ class RewindRunnable(Runnable[Any, Any]):
         return adrive(
             self._opener(config),
             self.tool_side_effects,
-            lambda: bound.astream_events(input, config, version=version, **kwargs),
+            bound.astream_events(input, config, version=version, **kwargs),
         )
 
     def stream_events(
@@ -304,22 +304,27 @@ class RewindRunnable(Runnable[Any, Any]):
         vars(routed).update(stream=self.stream, astream=self.astream)
         return routed
 
-    # -- batches: one run per item -----------------------------------------------------------
-    def _invoke_as(self, run_id: str, input: Any, config: RunnableConfig, kwargs: Any) -> Any:
-        return call(
-            self._open_as(run_id),
-            self.tool_side_effects,
-            lambda: self.bound.invoke(input, config, **kwargs),
-        )
+    # -- batches: one run per item, each a batch of one of the wrapped runnable ----------------
+    # (so a runnable's own batch semantics hold per item: fallbacks, retries, sequences)
+    def _one(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
+        def item() -> Any:
+            if method == "batch":
+                return self.bound.batch([input], [config], **options)[0]
+            ((_, out),) = self.bound.batch_as_completed([input], [config], **options)
+            return out
 
-    async def _ainvoke_as(
-        self, run_id: str, input: Any, config: RunnableConfig, kwargs: Any
-    ) -> Any:
-        return await acall(
-            self._open_as(run_id),
-            self.tool_side_effects,
-            lambda: self.bound.ainvoke(input, config, **kwargs),
-        )
+        return call(self._open_as(run_id), self.tool_side_effects, item)
+
+    async def _aone(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
+        async def item() -> Any:
+            if method == "abatch":
+                return (await self.bound.abatch([input], [config], **options))[0]
+            ((_, out),) = [
+                p async for p in self.bound.abatch_as_completed([input], [config], **options)
+            ]
+            return out
+
+        return await acall(self._open_as(run_id), self.tool_side_effects, item)
 
     def _plan(self, inputs: Sequence[Any], config: Any) -> _batches.Items:
         items = _batches.plan(inputs, config)
@@ -337,8 +342,9 @@ class RewindRunnable(Runnable[Any, Any]):
         """Run each input as its own run (`<id>:<i>` when one id is given for all)."""
         if not inputs:
             return []
+        options = {"return_exceptions": return_exceptions, **kwargs}
         items = self._plan(inputs, config)
-        return items.batch(lambda r, i, c: self._invoke_as(r, i, c, kwargs), return_exceptions)
+        return items.batch(lambda r, i, c: self._one("batch", r, i, c, options), return_exceptions)
 
     async def abatch(
         self,
@@ -351,9 +357,10 @@ class RewindRunnable(Runnable[Any, Any]):
         """Async twin of `batch`."""
         if not inputs:
             return []
+        options = {"return_exceptions": return_exceptions, **kwargs}
         items = self._plan(inputs, config)
         return await items.abatch(
-            lambda r, i, c: self._ainvoke_as(r, i, c, kwargs), return_exceptions
+            lambda r, i, c: self._aone("abatch", r, i, c, options), return_exceptions
         )
 
     def batch_as_completed(
@@ -367,9 +374,10 @@ class RewindRunnable(Runnable[Any, Any]):
         """`batch`, yielding `(index, output)` as items finish."""
         if not inputs:
             return iter(())
+        options = {"return_exceptions": return_exceptions, **kwargs}
         items = self._plan(inputs, config)
         return items.as_completed(
-            lambda r, i, c: self._invoke_as(r, i, c, kwargs), return_exceptions
+            lambda r, i, c: self._one("batch_as_completed", r, i, c, options), return_exceptions
         )
 
     def abatch_as_completed(
@@ -381,7 +389,8 @@ class RewindRunnable(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> AsyncIterator[tuple[int, Any]]:
         """Async twin of `batch_as_completed`."""
+        options = {"return_exceptions": return_exceptions, **kwargs}
         items = self._plan(inputs, config) if inputs else _batches.plan([], config)
         return items.aas_completed(
-            lambda r, i, c: self._ainvoke_as(r, i, c, kwargs), return_exceptions
+            lambda r, i, c: self._aone("abatch_as_completed", r, i, c, options), return_exceptions
         )
