@@ -7,6 +7,8 @@ only its own framework.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "uv"
@@ -103,6 +105,10 @@ UPSTREAM_LANGCHAIN_TEST_DEPS = (
 )
 
 
+def _venv(session: nox.Session) -> dict[str, str]:
+    return {"VIRTUAL_ENV": session.virtualenv.location}
+
+
 @nox.session(name="upstream-langchain", tags=["upstream"], default=False)
 def upstream_langchain(session: nox.Session) -> None:
     """langchain-core's runnable tests and langchain's agent tests, outermost runnable wrapped.
@@ -110,6 +116,15 @@ def upstream_langchain(session: nox.Session) -> None:
     Not in the default run. Prints the tests that fail wrapped (SQLite, Redis) but pass
     unwrapped; arguments after `--` go to tests/upstream/langchain_upstream.py.
     """
-    sync(session, "redis", "langchain", "langgraph", groups=("test",))
-    session.install(*UPSTREAM_LANGCHAIN_TEST_DEPS)
+    sync(session, "redis", "langchain", "langgraph", groups=("test", "test-langchain"))
+    # the test dependencies must not move the locked frameworks under test
+    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
+    constraints = Path(session.create_tmp()) / "locked.txt"
+    pins = [
+        line
+        for line in str(locked).splitlines()
+        if line.startswith(("langchain-core==", "langchain==", "langgraph"))
+    ]
+    constraints.write_text("\n".join(pins))
+    session.install("-c", str(constraints), *UPSTREAM_LANGCHAIN_TEST_DEPS)
     session.run("python", "tests/upstream/langchain_upstream.py", *session.posargs)
