@@ -61,6 +61,16 @@ def register_codec(codec: Codec) -> None:
     _CODECS[codec.tag] = codec
 
 
+def _unserializable(value: Any, path: str, detail: str) -> SerializationError:
+    cls = type(value)
+    return SerializationError(
+        f"cannot serialize value of type {cls.__module__}.{cls.__qualname__} at {path}{detail}: "
+        "use JSON types, a dataclass, a pydantic model, register a codec with "
+        "agentrewind.serde.register_codec, or opt in to pickle with allow_pickle=True",
+        path=path,
+    )
+
+
 def _type_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -222,7 +232,12 @@ class Serializer:
             return {TAG: "dataclass", "t": self._note(type(value)), "v": fields}
         dump = getattr(value, "model_dump", None)
         if callable(dump) and hasattr(type(value), "model_validate"):
-            data = dump(mode="json")
+            try:
+                data = dump(mode="json")
+            except Exception as exc:  # a field pydantic cannot put in JSON (a client, a function)
+                if self.allow_pickle:
+                    return self._pickled(value, path)
+                raise _unserializable(value, path, f" (pydantic: {exc})") from exc
             return {TAG: "pydantic", "t": self._note(type(value)), "v": self._tree(data, path)}
         if hasattr(value, "_fields") and isinstance(value, tuple):
             return {
@@ -230,20 +245,19 @@ class Serializer:
                 "v": [self._tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
             }
         if self.allow_pickle:
-            try:
-                raw = pickle.dumps(value)
-            except Exception as exc:
-                raise SerializationError(
-                    f"cannot serialize {type(value).__name__} at {path}, even with pickle: {exc}",
-                    path=path,
-                ) from exc
-            return {TAG: "pickle", "v": base64.b64encode(raw).decode()}
-        raise SerializationError(
-            f"cannot serialize value of type {type(value).__module__}.{type(value).__qualname__} "
-            f"at {path}: use JSON types, a dataclass, a pydantic model, register a codec with "
-            "agentrewind.serde.register_codec, or opt in to pickle with allow_pickle=True",
-            path=path,
-        )
+            return self._pickled(value, path)
+        raise _unserializable(value, path, "")
+
+    @staticmethod
+    def _pickled(value: Any, path: str) -> dict[str, Any]:
+        try:
+            raw = pickle.dumps(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot serialize {type(value).__name__} at {path}, even with pickle: {exc}",
+                path=path,
+            ) from exc
+        return {TAG: "pickle", "v": base64.b64encode(raw).decode()}
 
     # -- decoding ---------------------------------------------------------------------------
     def from_tree(self, tree: Any, where: str = "") -> Any:
