@@ -78,7 +78,8 @@ def test_redis_password_db_and_prefix(tmp_path: Path, redis_server_bin: str) -> 
         import redis
 
         raw = redis.Redis(port=server.port, password="s3cret", db=3)
-        assert raw.exists("app:team:run:{r}:run") == 1
+        assert raw.exists(store.key_base("run", "r") + ":run") == 1  # type: ignore[attr-defined]
+        assert store.key_base("run", "r").startswith("app:team:run:{")  # type: ignore[attr-defined]
         other_db = redis.Redis(port=server.port, password="s3cret", db=0)
         assert other_db.dbsize() == 0
         other_db.close()

@@ -16,7 +16,18 @@ def test_all_is_sorted_and_complete() -> None:
     assert names == sorted(names)
     public = {n for n in dir(agentrewind) if not n.startswith("_")}
     modules = {"errors", "journal", "records", "serde", "stores", "plugins", "cli", "ids"}
-    modules |= {"documents", "timeline", "diff", "tree", "adapters", "testing"}
+    modules |= {
+        "documents",
+        "timeline",
+        "diff",
+        "tree",
+        "adapters",
+        "testing",
+        "encryption",
+        "tags",
+        "telemetry",
+        "ui",
+    }
     assert public - modules - {"annotations"} <= set(names) | {"__version__"}
     for name in names:
         assert hasattr(agentrewind, name), name

@@ -110,7 +110,7 @@ def test_pickle_only_when_opted_in() -> None:
 def test_types_not_loaded_are_refused_without_import() -> None:
     s = Serializer()
     tree = {"__ar__": "dataclass", "t": "some_module_never_imported:Thing", "v": {}}
-    with pytest.raises(SerializationError, match="not loaded"):
+    with pytest.raises(SerializationError, match="not in allowed_types"):
         s.from_tree(tree)
     import sys
 
@@ -171,3 +171,21 @@ def test_pydantic_models_round_trip() -> None:
     item = Item(name="a", when=dt.datetime(2026, 1, 1))
     assert s.loads(s.dumps(item)) == item
     assert s.loads(s.dumps(uuid.UUID(int=5))) == uuid.UUID(int=5)
+
+
+def test_a_pydantic_model_pydantic_cannot_dump_is_a_named_error() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Holder(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        fn: Any
+
+    globals()["Holder"] = Holder
+    Holder.__qualname__ = "Holder"
+    with pytest.raises(SerializationError) as info:
+        Serializer().dumps({"h": Holder(fn=len)})
+    message = str(info.value)
+    assert "Holder at $.h" in message and "register_codec" in message and "allow_pickle" in message
+    assert info.value.path == "$.h"
+    pickled = Serializer(allow_pickle=True)
+    assert pickled.loads(pickled.dumps(Holder(fn=len))).fn is len

@@ -37,7 +37,13 @@ def test_core_middleware_wraps_runnables_through_the_entry_point(sqlite_url: str
 def test_run_id_precedence_and_read_back(sqlite_url: str) -> None:
     mw = Middleware(sqlite_url)
     seen: list[Any] = []
-    wrapped = mw.wrap(RunnableLambda(lambda x, config: seen.append(config["metadata"]) or x))
+
+    def body(x: int) -> int:
+        run = agentrewind.current_run()
+        seen.append(run and run.run_id)
+        return x
+
+    wrapped = mw.wrap(RunnableLambda(body))
     wrapped.invoke(1, {"configurable": {"thread_id": "t", "agentrewind_run_id": "explicit"}})
     assert wrapped.last_run_id == "explicit"
     wrapped.invoke(1, {"configurable": {"thread_id": "t"}})
@@ -45,7 +51,7 @@ def test_run_id_precedence_and_read_back(sqlite_url: str) -> None:
     wrapped.invoke(1)
     generated = wrapped.last_run_id
     assert generated and generated not in ("t", "explicit")
-    assert seen[-1]["agentrewind_run_id"] == generated  # visible to tracers and callbacks
+    assert seen == ["explicit", "t", generated]  # the run context carries it, not the config
     assert mw.store.get_run(generated) is not None
 
 

@@ -16,6 +16,7 @@ from _helpers import backend_url, cleanup_redis, spawn, unique, wait_line
 
 import agentrewind
 from agentrewind.records import StepRecord
+from agentrewind.stores._redis_keys import RunKeys
 from redis_support import RedisServer, free_port
 
 
@@ -122,7 +123,7 @@ def test_altered_record_bytes_in_redis(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     try:
         _record_two_steps(url, "tampered")
-        steps_key = f"{prefix}:{ns}:run:{{tampered}}:steps"
+        steps_key = RunKeys.of(prefix, ns, "tampered").steps
         raw = client.hgetall(steps_key)
         (key,) = [k for k in raw if k.startswith(b"custom:price:")]
         client.hset(steps_key, key, raw[key].replace(b'"amount":100', b'"amount":900'))

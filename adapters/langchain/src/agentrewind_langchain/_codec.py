@@ -8,6 +8,13 @@ class, so pydantic validates every field; no module is imported and no code runs
 about 10x cheaper than `langchain_core.load.dumpd`/`load`, which walk `to_json` and the
 constructor manifest. Records written in the `dumpd` format (`{"lc": 1, ...}`) still load,
 through `langchain_core.load` with the same allowlist.
+
+Other LangChain data objects (prompt values, agent actions, generations, legacy messages:
+`Serializable` classes of `langchain_core` that are not runnables) fall back to LangChain's
+own serializer: stored as `dumpd` output and loaded with `load(allowed_objects="core")`.
+Anything else follows the core serializer's rules (JSON, dataclasses, pydantic models,
+registered codecs); a value none of them can store is not journaled and its call runs
+again on resume, with a logged error naming the call, the type and the fix.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.load import dumpd
 from langchain_core.load import load as _beta_load
 from langchain_core.load.serializable import Serializable
 from langchain_core.messages import (
@@ -29,11 +37,12 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk
+from langchain_core.runnables import Runnable
 from pydantic import ValidationError
 
 from agentrewind import Codec, SerializationError, register_codec
 
-__all__ = ["ALLOWED_OBJECTS", "LANGCHAIN_CODEC"]
+__all__ = ["ALLOWED_OBJECTS", "LANGCHAIN_CODEC", "LANGCHAIN_DUMPD_CODEC"]
 
 ALLOWED_OBJECTS: tuple[type[Serializable], ...] = (
     AIMessage,
@@ -130,3 +139,50 @@ LANGCHAIN_CODEC = Codec("langchain", _claims, _encode, _decode)
 """Registered on import of `agentrewind_langchain` for every `Serializer` of the process."""
 
 register_codec(LANGCHAIN_CODEC)
+
+
+# -- the fallback: LangChain's own serializer for its other data objects --------------------
+_DUMPD_TYPES: dict[type[Any], bool] = {}
+
+
+def _dumpd_claims(value: Any) -> bool:
+    cls = type(value)
+    claimed = _DUMPD_TYPES.get(cls)
+    if claimed is None:
+        claimed = _DUMPD_TYPES[cls] = (
+            isinstance(value, Serializable)
+            and not isinstance(value, (Runnable, *ALLOWED_OBJECTS))
+            and cls.__module__.startswith("langchain_core.")
+            and cls.is_lc_serializable()
+        )
+    return claimed
+
+
+def _not_implemented(data: Any) -> bool:
+    if isinstance(data, dict):
+        return data.get("type") == "not_implemented" or any(map(_not_implemented, data.values()))
+    if isinstance(data, list):
+        return any(map(_not_implemented, data))
+    return False
+
+
+def _dumpd_encode(value: Any) -> Any:
+    data = dumpd(value)
+    if _not_implemented(data):
+        raise SerializationError(
+            f"LangChain cannot serialize every field of {type(value).__qualname__}"
+        )
+    return data
+
+
+def _dumpd_decode(data: Any) -> Any:
+    try:
+        return _load(data, allowed_objects="core")
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SerializationError(f"cannot revive a stored LangChain object: {exc}") from exc
+
+
+LANGCHAIN_DUMPD_CODEC = Codec("langchain-dumpd", _dumpd_claims, _dumpd_encode, _dumpd_decode)
+"""Registered after `LANGCHAIN_CODEC`: the rest of `langchain_core`'s data objects."""
+
+register_codec(LANGCHAIN_DUMPD_CODEC)

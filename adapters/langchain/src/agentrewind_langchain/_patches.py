@@ -73,6 +73,11 @@ def _bind_generate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, 
     return messages, stop, run_manager, extra
 
 
+def _call_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The model-call kwargs of a `_generate_with_cache` call (what decides v2 streaming)."""
+    return {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
+
+
 def _decide(scope: Scope, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     forced = FORCED.get()
     messages, stop, run_manager, extra = _bind_generate(args, kwargs)
@@ -93,6 +98,9 @@ def _generate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         result, tokens = _chat.replay(call, run_manager, forced)
         for chunk in tokens:
             run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        replay_events = getattr(instance, "_replay_v2_events_for_cache_hit", None)
+        if replay_events is not None and not forced:  # v3 `stream_events` consumers
+            replay_events(result.generations, run_manager=run_manager, **_call_kwargs(kwargs))
         return result
     result = execute(call, lambda: wrapped(*args, **kwargs))
     settle(call, _chat.outcome(result))
@@ -108,6 +116,9 @@ async def _agenerate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
         result, tokens = _chat.replay(call, run_manager, forced)
         for chunk in tokens:
             await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        replay_events = getattr(instance, "_areplay_v2_events_for_cache_hit", None)
+        if replay_events is not None and not forced:
+            await replay_events(result.generations, run_manager=run_manager, **_call_kwargs(kwargs))
         return result
     result = await aexecute(call, lambda: wrapped(*args, **kwargs))
     await asettle(call, _chat.outcome(result))

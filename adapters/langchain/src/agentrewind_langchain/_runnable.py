@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import sys
-from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import copy
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import get_config_list
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.utils import ConfigurableFieldSpec
+from pydantic import BaseModel
 
 from agentrewind import RunContext
 from agentrewind.adapters import new_id
 
-from ._scope import ACTIVE, Scope
+from . import _batches
+from ._drive import acall, adrive, call, drive
+from ._scope import ACTIVE, RUN_ID_KEY, resolve_run_id
 
 if TYPE_CHECKING:
     from langchain_core.utils.pydantic import TypeBaseModel
@@ -26,32 +28,31 @@ if TYPE_CHECKING:
 
 __all__ = ["RUN_ID_KEY", "RewindRunnable", "resolve_run_id"]
 
-RUN_ID_KEY = "agentrewind_run_id"
-"""`configurable` key naming the run; `thread_id` is used when it is absent."""
 
+class _Last:
+    """The run ids a wrapper (and the wrappers derived from it) opened last."""
 
-def resolve_run_id(config: Mapping[str, Any] | None) -> str | None:
-    """The run id a config names: `agentrewind_run_id`, else `thread_id`, else None."""
-    configurable = (config or {}).get("configurable") or {}
-    run_id = configurable.get(RUN_ID_KEY) or configurable.get("thread_id")
-    return None if run_id is None else str(run_id)
+    __slots__ = ("run_id", "run_ids")
 
-
-def _with_run_id(config: RunnableConfig | None, run_id: str) -> RunnableConfig:
-    out: dict[str, Any] = dict(config or {})
-    out["configurable"] = {**(out.get("configurable") or {}), RUN_ID_KEY: run_id}
-    out["metadata"] = {**(out.get("metadata") or {}), RUN_ID_KEY: run_id}
-    return out  # type: ignore[return-value]
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.run_ids: list[str] = []
 
 
 class RewindRunnable(Runnable[Any, Any]):
     """A runnable whose chat-model and tool calls are recorded, and replayed on a rerun.
 
-    It behaves as the runnable it wraps (`invoke`, `ainvoke`, `stream`, `astream`, `batch`,
-    `abatch`, `astream_events`, `with_config`, schemas; other attributes are forwarded).
-    Each call opens the run named by `configurable["agentrewind_run_id"]`, else
-    `configurable["thread_id"]`, else a new id, readable afterwards as `last_run_id` and
-    in the callbacks' metadata under `agentrewind_run_id`.
+    It behaves as the runnable it wraps, for every public method: `invoke`, `stream`,
+    `batch`, `batch_as_completed`, `transform`, `astream_log`, `astream_events` and
+    `stream_events` (v1, v2 and v3), their async twins, schemas and graphs; other
+    attributes (`get_state`, `nodes`, ...) are the wrapped runnable's, and a method of it
+    that returns a new runnable of its class (`copy`, `with_config` on a graph) returns it
+    wrapped. Each call opens the run named by `configurable["agentrewind_run_id"]`, else
+    `configurable["thread_id"]`, else a new id, readable afterwards as `last_run_id` and,
+    inside the run, as `agentrewind.current_run().run_id`. The config, callbacks and
+    metadata the wrapped runnable sees are exactly the caller's. Inside a run that is
+    already active (a wrapped runnable called by another), it runs as is and its calls are
+    journaled by the outer run.
 
     Args:
         middleware: The middleware (store, strictness, serializer) to record with.
@@ -79,21 +80,58 @@ class RewindRunnable(Runnable[Any, Any]):
         self.on_incomplete = on_incomplete
         self.ttl = ttl
         self.tool_side_effects = tool_side_effects
-        self.last_run_id: str | None = None
-        """Id of the run the latest `invoke`/`stream` (or batch item) opened."""
-        self.last_run_ids: list[str] = []
-        """Ids given to the items of the latest `batch`/`abatch`, in input order."""
+        self._last = _Last()
         self.name = bound.get_name()
+
+    @property
+    def last_run_id(self) -> str | None:
+        """Id of the run the latest call (or batch item) opened."""
+        return self._last.run_id
+
+    @property
+    def last_run_ids(self) -> list[str]:
+        """Ids given to the items of the latest batch, in input order."""
+        return self._last.run_ids
 
     def __repr__(self) -> str:
         return f"RewindRunnable({self.bound!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "bound":
-            raise AttributeError(name)
-        return getattr(self.bound, name)
+    def _sibling(self, bound: Runnable[Any, Any]) -> RewindRunnable:
+        """A wrapper around `bound` with these settings, sharing `last_run_id`."""
+        other = RewindRunnable(
+            self.middleware,
+            bound,
+            strict=self.strict,
+            on_incomplete=self.on_incomplete,
+            ttl=self.ttl,
+            tool_side_effects=self.tool_side_effects,
+        )
+        other._last = self._last
+        return other
 
-    # -- schemas: those of the wrapped runnable ------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("bound", "_last"):
+            raise AttributeError(name)
+        value = getattr(self.bound, name)
+        if inspect.ismethod(value) and value.__self__ is self.bound:
+            return self._rewrapping(value)
+        return value
+
+    def _rewrapping(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        inner = self.bound
+
+        @functools.wraps(method)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            if result is inner:
+                return self
+            if type(result) is type(inner):
+                return self._sibling(result)
+            return result
+
+        return forward
+
+    # -- what describes the runnable: the wrapped one's ------------------------------------
     @property
     def InputType(self) -> Any:
         return self.bound.InputType
@@ -108,131 +146,190 @@ class RewindRunnable(Runnable[Any, Any]):
     def get_output_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
         return self.bound.get_output_schema(config)
 
+    def get_input_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
+        return self.bound.get_input_jsonschema(config)
+
+    def get_output_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
+        return self.bound.get_output_jsonschema(config)
+
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
         return self.bound.config_specs
 
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        return self.bound.config_schema(include=include)
+
+    def get_config_jsonschema(self, *, include: Sequence[str] | None = None) -> dict[str, Any]:
+        return self.bound.get_config_jsonschema(include=include)
+
     def get_graph(self, config: RunnableConfig | None = None) -> Any:
         return self.bound.get_graph(config)
 
+    def get_prompts(self, config: RunnableConfig | None = None) -> Any:
+        return self.bound.get_prompts(config)
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        return self.bound.get_name(suffix, name=name)
+
     # -- the run around each call ----------------------------------------------------------
-    def _prepare(self, config: RunnableConfig | None) -> tuple[RunnableConfig, RunContext]:
-        run_id = resolve_run_id(config) or new_id()
-        self.last_run_id = run_id
-        context = self.middleware.run(
+    def _open_as(self, run_id: str) -> RunContext | None:
+        if ACTIVE.get() is not None:  # inside a wrapped run already: the outer run records
+            return None
+        self._last.run_id = run_id
+        return self.middleware.run(
             run_id, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
         )
-        return _with_run_id(config, run_id), context
 
-    def _enter(self, context: RunContext) -> None:
-        run = context.__enter__()
-        ACTIVE.set(Scope(run, self.tool_side_effects))
+    def _opener(self, config: RunnableConfig | None) -> Callable[[], RunContext | None]:
+        def open_run() -> RunContext | None:
+            if ACTIVE.get() is not None:
+                return None
+            return self._open_as(resolve_run_id(config) or new_id())
 
-    async def _aenter(self, context: RunContext) -> None:
-        run = await context.__aenter__()
-        ACTIVE.set(Scope(run, self.tool_side_effects))
-
-    def _invoke(self, context: RunContext, input: Any, config: Any, kwargs: Any) -> Any:
-        self._enter(context)
-        try:
-            result = self.bound.invoke(input, config, **kwargs)
-        except BaseException:
-            context.__exit__(*sys.exc_info())
-            raise
-        context.__exit__(None, None, None)
-        return result
+        return open_run
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the wrapped runnable inside its run (replaying what a previous attempt did)."""
-        config, context = self._prepare(config)
-        return contextvars.copy_context().run(self._invoke, context, input, config, kwargs)
-
-    async def _ainvoke(self, context: RunContext, input: Any, config: Any, kwargs: Any) -> Any:
-        await self._aenter(context)
-        try:
-            result = await self.bound.ainvoke(input, config, **kwargs)
-        except BaseException:
-            await context.__aexit__(*sys.exc_info())
-            raise
-        await context.__aexit__(None, None, None)
-        return result
+        return call(
+            self._opener(config)(),
+            self.tool_side_effects,
+            lambda: self.bound.invoke(input, config, **kwargs),
+        )
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Async twin of `invoke`."""
-        config, context = self._prepare(config)
-        coro = self._ainvoke(context, input, config, kwargs)
-        return await asyncio.create_task(coro, context=contextvars.copy_context())
+        return await acall(
+            self._opener(config)(),
+            self.tool_side_effects,
+            lambda: self.bound.ainvoke(input, config, **kwargs),
+        )
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
-        """Stream the wrapped runnable; each chunk is produced inside the run's context."""
-        config, context = self._prepare(config)
-        ctx = contextvars.copy_context()
-        ctx.run(self._enter, context)
-        iterator = ctx.run(self.bound.stream, input, config, **kwargs)
-        try:
-            while True:
-                try:
-                    chunk = ctx.run(next, iterator)
-                except StopIteration:
-                    break
-                yield chunk
-        except GeneratorExit:  # the consumer stopped early: the run is paused, not failed
-            ctx.run(_close_iter, iterator)
-            context.run.status = "paused"
-            ctx.run(context.__exit__, None, None, None)
-            raise
-        except BaseException:
-            ctx.run(context.__exit__, *sys.exc_info())
-            raise
-        ctx.run(context.__exit__, None, None, None)
+        """Stream the wrapped runnable; each chunk is produced inside the run."""
+        return drive(
+            self._opener(config),
+            self.tool_side_effects,
+            self.bound.stream(input, config, **kwargs),
+        )
 
-    async def astream(
+    def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """Async twin of `stream`."""
-        config, context = self._prepare(config)
-        ctx = contextvars.copy_context()
-        await asyncio.create_task(self._aenter(context), context=ctx)
-        iterator = ctx.run(self.bound.astream, input, config, **kwargs)
-        try:
-            while True:
-                try:
-                    chunk = await asyncio.create_task(_anext(iterator), context=ctx)
-                except StopAsyncIteration:
-                    break
-                yield chunk
-        except GeneratorExit:
-            await asyncio.create_task(iterator.aclose(), context=ctx)  # type: ignore[attr-defined]
-            context.run.status = "paused"
-            await asyncio.create_task(context.__aexit__(None, None, None), context=ctx)
-            raise
-        except BaseException:
-            exc_info = sys.exc_info()
-            await asyncio.create_task(context.__aexit__(*exc_info), context=ctx)
-            raise
-        await asyncio.create_task(context.__aexit__(None, None, None), context=ctx)
+        return adrive(
+            self._opener(config),
+            self.tool_side_effects,
+            self.bound.astream(input, config, **kwargs),
+        )
 
-    # -- batches: one run per item ---------------------------------------------------------
-    def _batch_configs(
-        self, config: RunnableConfig | Sequence[RunnableConfig] | None, n: int
-    ) -> list[RunnableConfig]:
-        configs = get_config_list(config, n)
-        shared = not isinstance(config, Sequence)
-        ids = [resolve_run_id(c) for c in configs]
-        repeated = Counter(ids)
-        out: list[RunnableConfig] = []
-        run_ids: list[str] = []
-        for i, (cfg, run_id) in enumerate(zip(configs, ids, strict=True)):
-            if run_id is None:
-                run_id = new_id()
-            elif shared or repeated[run_id] > 1:
-                run_id = f"{run_id}:{i}"
-            out.append(_with_run_id(cfg, run_id))
-            run_ids.append(run_id)
-        self.last_run_ids = run_ids
-        return out
+    def transform(
+        self, input: Iterator[Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """The wrapped runnable's `transform`, inside the run."""
+        return drive(
+            self._opener(config),
+            self.tool_side_effects,
+            self.bound.transform(input, config, **kwargs),
+        )
+
+    def atransform(
+        self, input: AsyncIterator[Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """Async twin of `transform`."""
+        return adrive(
+            self._opener(config),
+            self.tool_side_effects,
+            self.bound.atransform(input, config, **kwargs),
+        )
+
+    def astream_log(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The wrapped runnable's `astream_log`, inside the run."""
+        return adrive(
+            self._opener(config),
+            self.tool_side_effects,
+            self.bound.astream_log(input, config, **kwargs),
+        )
+
+    def astream_events(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        version: str = "v2",
+        **kwargs: Any,
+    ) -> Any:
+        """The wrapped runnable's `astream_events` (v1, v2, v3), inside the run."""
+        if version == "v3":
+            return self._v3_target().astream_events(input, config, version="v3", **kwargs)
+        bound: Any = self.bound
+        return adrive(
+            self._opener(config),
+            self.tool_side_effects,
+            bound.astream_events(input, config, version=version, **kwargs),
+        )
+
+    def stream_events(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        version: str = "v2",
+        **kwargs: Any,
+    ) -> Any:
+        """The wrapped runnable's `stream_events`; v3 streams run inside the run."""
+        if version == "v3":
+            return self._v3_target().stream_events(input, config, version="v3", **kwargs)
+        bound: Any = self.bound
+        return bound.stream_events(input, config, version=version, **kwargs)
+
+    def _v3_target(self) -> Any:
+        """The wrapped runnable, its own v3 stream driven through this wrapper's streams.
+
+        A v3 event stream (`GraphRunStream`) is a lazy object that pulls the graph's
+        `stream`/`astream` as the caller reads it: a shallow copy of the graph whose
+        `stream`/`astream` are this wrapper's keeps every pull inside the run. A binding
+        (`with_config`, `bind`) is rebuilt around a wrapped copy of what it binds. Pydantic
+        runnables (a bare chat model) are called as they are.
+        """
+        inner = self.bound
+        if isinstance(inner, RunnableBindingBase):
+            return inner.model_copy(update={"bound": self._sibling(inner.bound)})
+        if isinstance(inner, BaseModel):
+            return inner
+        routed = copy.copy(inner)
+        vars(routed).update(stream=self.stream, astream=self.astream)
+        return routed
+
+    # -- batches: one run per item, each a batch of one of the wrapped runnable ----------------
+    # (so a runnable's own batch semantics hold per item: fallbacks, retries, sequences)
+    def _one(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
+        def item() -> Any:
+            if method == "batch":
+                return self.bound.batch([input], [config], **options)[0]
+            ((_, out),) = self.bound.batch_as_completed([input], [config], **options)
+            return out
+
+        return call(self._open_as(run_id), self.tool_side_effects, item)
+
+    async def _aone(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
+        async def item() -> Any:
+            if method == "abatch":
+                return (await self.bound.abatch([input], [config], **options))[0]
+            ((_, out),) = [
+                p async for p in self.bound.abatch_as_completed([input], [config], **options)
+            ]
+            return out
+
+        return await acall(self._open_as(run_id), self.tool_side_effects, item)
+
+    def _plan(self, inputs: Sequence[Any], config: Any) -> _batches.Items:
+        items = _batches.plan(inputs, config)
+        self._last.run_ids = items.run_ids
+        return items
 
     def batch(
         self,
@@ -245,8 +342,9 @@ class RewindRunnable(Runnable[Any, Any]):
         """Run each input as its own run (`<id>:<i>` when one id is given for all)."""
         if not inputs:
             return []
-        configs = self._batch_configs(config, len(inputs))
-        return super().batch(inputs, configs, return_exceptions=return_exceptions, **kwargs)
+        options = {"return_exceptions": return_exceptions, **kwargs}
+        items = self._plan(inputs, config)
+        return items.batch(lambda r, i, c: self._one("batch", r, i, c, options), return_exceptions)
 
     async def abatch(
         self,
@@ -259,15 +357,40 @@ class RewindRunnable(Runnable[Any, Any]):
         """Async twin of `batch`."""
         if not inputs:
             return []
-        configs = self._batch_configs(config, len(inputs))
-        return await super().abatch(inputs, configs, return_exceptions=return_exceptions, **kwargs)
+        options = {"return_exceptions": return_exceptions, **kwargs}
+        items = self._plan(inputs, config)
+        return await items.abatch(
+            lambda r, i, c: self._aone("abatch", r, i, c, options), return_exceptions
+        )
 
+    def batch_as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> Iterator[tuple[int, Any]]:
+        """`batch`, yielding `(index, output)` as items finish."""
+        if not inputs:
+            return iter(())
+        options = {"return_exceptions": return_exceptions, **kwargs}
+        items = self._plan(inputs, config)
+        return items.as_completed(
+            lambda r, i, c: self._one("batch_as_completed", r, i, c, options), return_exceptions
+        )
 
-def _close_iter(iterator: Any) -> None:
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
-
-
-async def _anext(iterator: Any) -> Any:
-    return await iterator.__anext__()
+    def abatch_as_completed(
+        self,
+        inputs: Sequence[Any],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> AsyncIterator[tuple[int, Any]]:
+        """Async twin of `batch_as_completed`."""
+        options = {"return_exceptions": return_exceptions, **kwargs}
+        items = self._plan(inputs, config) if inputs else _batches.plan([], config)
+        return items.aas_completed(
+            lambda r, i, c: self._aone("abatch_as_completed", r, i, c, options), return_exceptions
+        )

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrewind import Call, Run
 
-__all__ = ["ACTIVE", "FORCED", "REPLAYED_TAG", "Scope", "active_scope"]
+__all__ = [
+    "ACTIVE",
+    "FORCED",
+    "REPLAYED_TAG",
+    "RUN_ID_KEY",
+    "Scope",
+    "active_scope",
+    "resolve_run_id",
+]
 
 REPLAYED_TAG = "agentrewind:replayed"
 """Tag (and `metadata["agentrewind"] == "replayed"`) carried by callbacks of replayed calls."""
@@ -33,3 +42,14 @@ FORCED: ContextVar[Call | None] = ContextVar("agentrewind_langchain_forced", def
 def active_scope() -> Scope | None:
     """The scope of the wrapped run active in this context, or None."""
     return ACTIVE.get()
+
+
+RUN_ID_KEY = "agentrewind_run_id"
+"""`configurable` key a caller may set to name the run; `thread_id` is used when it is absent."""
+
+
+def resolve_run_id(config: Mapping[str, Any] | None) -> str | None:
+    """The run id a config names: `agentrewind_run_id`, else `thread_id`, else None."""
+    configurable = (config or {}).get("configurable") or {}
+    run_id = configurable.get(RUN_ID_KEY) or configurable.get("thread_id")
+    return None if run_id is None else str(run_id)

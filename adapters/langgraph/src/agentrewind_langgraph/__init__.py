@@ -9,19 +9,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._serde import SafeSerializer, UnsafeCheckpointError
     from .migrate import migrate_postgres_saver, migrate_sqlite_saver
     from .saver import RewindSaver
 
-__all__ = ["RewindSaver", "migrate_postgres_saver", "migrate_sqlite_saver"]
+__all__ = [
+    "RewindSaver",
+    "SafeSerializer",
+    "UnsafeCheckpointError",
+    "migrate_postgres_saver",
+    "migrate_sqlite_saver",
+]
+
+_WHERE = {
+    "RewindSaver": ".saver",
+    "SafeSerializer": "._serde",
+    "UnsafeCheckpointError": "._serde",
+    "migrate_postgres_saver": ".migrate",
+    "migrate_sqlite_saver": ".migrate",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RewindSaver":
-        from .saver import RewindSaver
+    if name in _WHERE:
+        from importlib import import_module
 
-        return RewindSaver
-    if name in ("migrate_sqlite_saver", "migrate_postgres_saver"):
-        from . import migrate
-
-        return getattr(migrate, name)
+        return getattr(import_module(_WHERE[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ormsgpack
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 __all__ = [
     "BlobRow",
@@ -146,8 +147,11 @@ def _plain(value: Any) -> bool:
 def encode_metadata(
     serde: Any, metadata: Mapping[str, Any]
 ) -> tuple[str | None, str, bytes | None]:
-    """JSON text when it round-trips exactly (filterable in SQL/Lua), else LangGraph's serde."""
-    if _plain(dict(metadata)):
+    """JSON text when it round-trips exactly (filterable in SQL/Lua), else LangGraph's serde.
+
+    With an encrypting serde it is always the serde: metadata is not stored in clear.
+    """
+    if not isinstance(serde, EncryptedSerializer) and _plain(dict(metadata)):
         return json.dumps(metadata, ensure_ascii=False, separators=(",", ":")), "json", None
     md_type, md_blob = serde.dumps_typed(dict(metadata))
     return None, md_type, md_blob

@@ -12,7 +12,7 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,12 +27,14 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import agentrewind
-from agentrewind.adapters import Store
+from agentrewind.adapters import Encryption, Store
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
+from ._serde import SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
 
@@ -74,8 +76,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         ttl: float | None = None,
         namespace: str | None = None,
         tombstone_ttl: float = 86_400.0,
+        allowed_msgpack_modules: Iterable[tuple[str, ...] | type] = (),
+        encryption: Encryption | bool | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        if serde is None:
+            serde = SafeSerializer(allowed_msgpack_modules=allowed_msgpack_modules)
+        elif allowed_msgpack_modules and isinstance(serde, JsonPlusSerializer):
+            serde = serde.with_msgpack_allowlist(allowed_msgpack_modules)
+        super().__init__(serde=encrypted(serde, encryption))
         if isinstance(store_or_url, Store):
             store, self._owns_store = store_or_url, False
         else:

@@ -1,7 +1,8 @@
 """Redis key layout and Lua scripts of `RewindSaver`, kept in one place.
 
-Every key of one thread carries the hash tag `{thread_id}` so a thread lives in one Cluster
-slot and each write is one atomic script. Core commands only (Redis 7, Valkey, managed Redis).
+Every key of one thread starts with the core store's `key_base("lg", thread_id)`: namespace
+and id encoded (no collisions) under one hash tag (one Cluster slot, whatever the id holds),
+so each write is one atomic script. Core commands only (Redis 7, Valkey, managed Redis).
 
 Per thread (`M` = `cns NUL checkpoint_id`):
     cp  hash  M -> JSON {"p": parent, "v": {channel: version}, "r": run_id, "m": metadata}
@@ -21,15 +22,14 @@ DATA_PARTS = ("cp", "ix", "bl", "wr", "wx", "th")
 """KEYS[1..6] of every script; KEYS[7] is the tombstone, KEYS[8] (if given) the registry."""
 
 
-def thread_keys(prefix: str, namespace: str, thread_id: str) -> list[str]:
-    """The data keys of one thread, then its tombstone key."""
-    base = f"{prefix}:{namespace}:lg:{{{thread_id}}}"
+FAMILY = "lg"
+REGISTRY = "lg:threads"
+"""The namespace's sorted set of thread ids, scored by last write time."""
+
+
+def thread_keys(base: str) -> list[str]:
+    """The data keys of one thread (from the store's `key_base`), then its tombstone key."""
     return [f"{base}:{part}" for part in DATA_PARTS] + [f"{base}:tomb"]
-
-
-def registry_key(prefix: str, namespace: str) -> str:
-    """Sorted set of a namespace's thread ids, scored by last write time."""
-    return f"{prefix}:{namespace}:lg:threads"
 
 
 def idx_text(idx: int) -> str:

@@ -59,19 +59,18 @@ class RedisBackend:
     def __init__(self, store: Any, *, tombstone_ttl: float) -> None:
         self.store = store
         self.client = store.client
-        self.prefix: str = store.prefix
-        self.ns: str = store.namespace
         self.cluster: bool = bool(store.cluster)
         self.tombstone_ttl = tombstone_ttl
+        self.registry: str = store.namespace_key(K.REGISTRY)
         store.register_scripts({f"lg:{n}": getattr(K, n) for n in _SCRIPTS})
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
     # -- plumbing ----------------------------------------------------------------------------
     def _keys(self, thread_id: str, *, registry: bool = False) -> list[str]:
-        keys = K.thread_keys(self.prefix, self.ns, thread_id)
+        keys = K.thread_keys(self.store.key_base(K.FAMILY, thread_id))
         if registry and not self.cluster:
-            keys.append(K.registry_key(self.prefix, self.ns))
+            keys.append(self.registry)
         return keys
 
     def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -81,7 +80,7 @@ class RedisBackend:
         # On a cluster the registry lives in another slot, so it is updated after the write.
         if self.cluster:
             with self.store.translate_errors():
-                self.client.zadd(K.registry_key(self.prefix, self.ns), {thread_id: now})
+                self.client.zadd(self.registry, {thread_id: now})
 
     def execute(self, op: Op[T]) -> T:
         """Run a write operation from a sync caller."""
@@ -173,7 +172,7 @@ class RedisBackend:
             self._run("DELETE", self._keys(thread_id, registry=True), args)
             if self.cluster:
                 with self.store.translate_errors():
-                    self.client.zrem(K.registry_key(self.prefix, self.ns), thread_id)
+                    self.client.zrem(self.registry, thread_id)
 
         return op
 
@@ -242,7 +241,7 @@ class RedisBackend:
             gone = [t for t, alive in zip(ids, self._alive(ids), strict=True) if not alive]
             if gone:
                 with self.store.translate_errors():
-                    self.client.zrem(K.registry_key(self.prefix, self.ns), *gone)
+                    self.client.zrem(self.registry, *gone)
             return len(gone)
 
         return op
@@ -258,7 +257,7 @@ class RedisBackend:
     def thread_ids(self, *, live_only: bool = True) -> list[str]:
         """Every thread of the namespace."""
         with self.store.translate_errors():
-            raw = self.client.zrange(K.registry_key(self.prefix, self.ns), 0, -1)
+            raw = self.client.zrange(self.registry, 0, -1)
         ids = [_s(t) for t in raw]
         if live_only and ids:
             ids = [t for t, alive in zip(ids, self._alive(ids), strict=True) if alive]
@@ -267,7 +266,7 @@ class RedisBackend:
     def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
         """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
         with self.store.translate_errors():
-            raw = self.client.zrevrange(K.registry_key(self.prefix, self.ns), 0, -1)
+            raw = self.client.zrevrange(self.registry, 0, -1)
             pipe = self.client.pipeline(transaction=False)
             ids = [_s(t) for t in raw]
             for t in ids:

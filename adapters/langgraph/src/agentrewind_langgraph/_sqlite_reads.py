@@ -67,8 +67,10 @@ class SQLiteReads:
                 sql.append("AND " + condition)
                 args.append(value)
         for key, value in pushdown:
+            if '"' in key or "\\" in key:
+                continue  # a JSON path cannot quote these; the caller's re-check filters
             sql.append("AND (c.md_type != 'json' OR json_extract(c.metadata, ?) = ?)")
-            args += ['$."' + key.replace('"', '\\"') + '"', value]
+            args += ['$."' + key + '"', value]
         sql.append("ORDER BY c.checkpoint_id DESC")
         if limit is not None:
             sql.append("LIMIT ?")

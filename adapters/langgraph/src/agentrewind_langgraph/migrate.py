@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from langgraph.checkpoint.base import CheckpointMetadata
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agentrewind.adapters import StoreError
 
 from ._codec import WriteRow
+from ._serde import SafeSerializer
 from .saver import RewindSaver
 
 __all__ = ["migrate_postgres_saver", "migrate_sqlite_saver", "register_cli"]
@@ -32,7 +32,7 @@ def migrate_sqlite_saver(
     Args:
         src_path: The SqliteSaver (or AsyncSqliteSaver) database file.
         dest: A store URL or an open `RewindSaver`.
-        serde: The serializer the source was written with (default `JsonPlusSerializer`).
+        serde: The serializer the source was written with (default: LangGraph's, safe types only).
 
     Returns:
         Counts: `threads`, `checkpoints`, `writes`.
@@ -45,7 +45,7 @@ def migrate_sqlite_saver(
         raise StoreError(f"no SqliteSaver database at {path}")
     src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     saver = dest if isinstance(dest, RewindSaver) else RewindSaver(dest)
-    reader = serde or JsonPlusSerializer()
+    reader = serde or SafeSerializer()
     counts = {"threads": 0, "checkpoints": 0, "writes": 0}
     try:
         try:
@@ -119,7 +119,8 @@ def migrate_postgres_saver(
     Args:
         src_url: libpq URL of the PostgresSaver database.
         dest: A store URL (any backend) or an open `RewindSaver`.
-        serde: The serializer the source was written with (default `JsonPlusSerializer`).
+        serde: The serializer the source was written with (default: `SafeSerializer`,
+            LangGraph's safe types only).
 
     Returns:
         Counts: `threads`, `checkpoints`, `writes`.
@@ -131,7 +132,7 @@ def migrate_postgres_saver(
         import psycopg
     except ImportError as exc:  # pragma: no cover - the postgres extra is missing
         raise StoreError('reading PostgresSaver needs "agentrewind[postgres]"') from exc
-    reader = serde or JsonPlusSerializer()
+    reader = serde or SafeSerializer()
     counts = {"threads": 0, "checkpoints": 0, "writes": 0}
     try:
         src = psycopg.connect(src_url, autocommit=True)

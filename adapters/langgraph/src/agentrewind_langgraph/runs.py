@@ -7,7 +7,6 @@ threads, so `agentrewind runs` on a store without them stays fast.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,16 +17,6 @@ from agentrewind.adapters import RunInfo, RunMetrics, StepRecord, Store
 from . import _keys as K
 
 __all__ = ["LangGraphRuns", "run_source"]
-
-
-def _plain(value: Any) -> Any:
-    """Channel values as JSON data (messages and models by their fields, the rest as text)."""
-
-    def default(obj: Any) -> Any:
-        dump = getattr(obj, "model_dump", None)
-        return dump() if callable(dump) else str(obj)
-
-    return json.loads(json.dumps(value, default=default))
 
 
 @contextmanager
@@ -66,7 +55,7 @@ class LangGraphRuns:
                 ).fetchone()
             return row is not None
         if store.scheme == "redis":
-            key = K.registry_key(store.prefix, store.namespace)  # type: ignore[attr-defined]
+            key = store.namespace_key(K.REGISTRY)  # type: ignore[attr-defined]
             with store.translate_errors():  # type: ignore[attr-defined]
                 return bool(store.client.exists(key))  # type: ignore[attr-defined]
         if store.scheme == "postgresql":
@@ -107,11 +96,11 @@ class LangGraphRuns:
             )
             return {str(t): int(n) for t, n in rows}
         if store.scheme == "redis":
-            prefix = store.prefix  # type: ignore[attr-defined]
+            base = store.key_base  # type: ignore[attr-defined]
             with store.translate_errors():  # type: ignore[attr-defined]
                 pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
                 for t in threads:
-                    pipe.hlen(K.thread_keys(prefix, store.namespace, t)[0])
+                    pipe.hlen(K.thread_keys(base(K.FAMILY, t))[0])
                 return {t: int(n) for t, n in zip(threads, pipe.execute(), strict=True)}
         return {t: len(self.load_steps(store, t) or []) for t in threads}
 
@@ -187,7 +176,7 @@ class LangGraphRuns:
         ns = str(step.meta.get("checkpoint_ns", ""))
         with _saver(store) as saver:
             tup = saver.get_tuple(_conf(run_id, ns, step.step_id))
-        return None if tup is None else _plain(tup.checkpoint.get("channel_values", {}))
+        return None if tup is None else _jsonable(tup.checkpoint.get("channel_values", {}))
 
     def delete_run(self, store: Store, run_id: str) -> bool:
         """Delete a thread with all its checkpoints; True if it existed."""
@@ -233,6 +222,27 @@ class LangGraphRuns:
                     saver.put_writes(_conf(to, ns, at), writes, task_id)
         return len(chain)
 
+    def step_detail(self, store: Store, run_id: str, step_id: str) -> dict[str, Any] | None:
+        """One checkpoint for the viewer: channel values, pending writes, metadata (JSON data)."""
+        with _saver(store) as saver:
+            for tup in saver.list({"configurable": {"thread_id": run_id}}):
+                conf = tup.config["configurable"]
+                if conf["checkpoint_id"] != step_id:
+                    continue
+                parent = tup.parent_config["configurable"] if tup.parent_config else {}
+                return {
+                    "checkpoint_ns": conf["checkpoint_ns"],
+                    "parent_id": parent.get("checkpoint_id"),
+                    "channel_values": _jsonable(tup.checkpoint.get("channel_values", {})),
+                    "channel_versions": _jsonable(tup.checkpoint.get("channel_versions", {})),
+                    "pending_writes": [
+                        {"task_id": task, "channel": channel, "value": _jsonable(value)}
+                        for task, channel, value in tup.pending_writes or []
+                    ],
+                    "metadata": _jsonable(dict(tup.metadata)),
+                }
+        return None
+
 
 def _ts(text: Any) -> float:
     from datetime import datetime
@@ -241,6 +251,27 @@ def _ts(text: Any) -> float:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return 0.0
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """Plain JSON data for display: models dumped, unknown objects as their repr."""
+    if depth > 50:
+        return repr(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v, depth + 1) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _jsonable(dump(), depth + 1)
+        except Exception:
+            pass
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
 
 
 run_source = LangGraphRuns()

@@ -41,7 +41,14 @@ class RewindSaver(SaverCore):
             `redis://host:6379/0`, `rediss://...`, `postgresql://user@host/db`; Redis Cluster
             is detected). A plain file
             path means SQLite. Default: `$AGENTREWIND_STORE`, else the SQLite default.
-        serde: LangGraph serializer (default `JsonPlusSerializer`).
+        serde: LangGraph serializer. Default: LangGraph's `JsonPlusSerializer` reviving only
+            LangGraph's safe types (messages, `Send`, datetimes, ...); a stored value naming
+            any other type raises `UnsafeCheckpointError` and nothing is imported or run.
+        allowed_msgpack_modules: More `(module, name)` pairs or classes the default serde may
+            revive, such as the pydantic models or dataclasses your graph state holds.
+        encryption: An `agentrewind.encryption.Encryption`: checkpoints, channel values,
+            pending writes and metadata are stored AES-GCM encrypted (metadata filters then
+            run in Python). None uses `$AGENTREWIND_ENCRYPTION_KEY` when set; False: never.
         ttl: Seconds a thread lives after its last write (refreshed by every write); None:
             forever.
         namespace: Store namespace when a URL is given.

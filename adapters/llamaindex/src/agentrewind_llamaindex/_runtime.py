@@ -97,6 +97,8 @@ class RunState:
         self.next_tick += 1
         self.last_record = record
         await self.run.middleware.store.aput_steps([record])
+        failed = isinstance(tick, TickStepResult) and not step_succeeded(tick)
+        self.run.observe(record, "failed" if failed else "executed")  # a span per tick (otel)
 
     async def flush_loop_events(self) -> None:
         """Add events the control loop published after the last tick to that tick's record."""

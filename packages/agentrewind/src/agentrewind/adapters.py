@@ -16,6 +16,8 @@ What an adapter does, and where it finds it:
   time-ordered id.
 - **Codecs**: `register_codec(Codec(...))` teaches the serializer a framework type;
   `Serializer.to_tree` / `from_tree` encode and decode values.
+- **Encryption at rest**: `Encryption` (AES-GCM with key rotation) for an adapter that keeps
+  its own payloads, raising `DecryptionError` for a wrong key.
 - **Plugins** (entry points): `Adapter` for `agentrewind.adapters` (used by
   `Middleware.wrap`), `RunSource` for `agentrewind.run_sources` (framework-native runs the CLI
   lists), `CliRegistrar` for `agentrewind.cli_commands`, `Demo` for `agentrewind.demos`.
@@ -26,10 +28,12 @@ What an adapter does, and where it finds it:
 
 from __future__ import annotations
 
+from .encryption import Encryption
 from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
     CorruptRecordError,
+    DecryptionError,
     DivergenceError,
     DivergenceWarning,
     IncompleteStepError,
@@ -68,9 +72,11 @@ __all__ = [
     "CliRegistrar",
     "Codec",
     "CorruptRecordError",
+    "DecryptionError",
     "Demo",
     "DivergenceError",
     "DivergenceWarning",
+    "Encryption",
     "IncompletePolicy",
     "IncompleteStepError",
     "MemoryStore",

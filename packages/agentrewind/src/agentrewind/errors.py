@@ -6,6 +6,7 @@ __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
     "CorruptRecordError",
+    "DecryptionError",
     "DivergenceError",
     "DivergenceWarning",
     "IncompleteStepError",
@@ -53,6 +54,10 @@ class SerializationError(AgentRewindError):
     def __init__(self, message: str, *, path: str = "$") -> None:
         super().__init__(message)
         self.path = path
+
+
+class DecryptionError(SerializationError):
+    """An encrypted stored value cannot be decrypted: a wrong or missing key, or altered bytes."""
 
 
 class RunLockedError(AgentRewindError):

@@ -97,9 +97,40 @@ class StepRecord:
             raise CorruptRecordError(f"record{where} failed its checksum: the stored bytes changed")
         try:
             fields = json.loads(body)
-            return cls(**fields)
+            record = cls(**fields)
         except (ValueError, TypeError) as exc:
             raise CorruptRecordError(f"record{where} cannot be parsed: {exc}") from exc
+        except RecursionError as exc:
+            raise CorruptRecordError(
+                f"record{where} is nested deeper than Python's recursion limit"
+            ) from exc
+        bad = _bad_field(record)
+        if bad:
+            raise CorruptRecordError(f"record{where} has a malformed field {bad}")
+        return record
+
+
+_STATUSES = ("started", "completed", "failed")
+
+
+def _bad_field(r: StepRecord) -> str:
+    """The first field of a parsed record whose type is wrong, or ''."""
+    for name in ("run_id", "step_id", "key", "kind", "name"):
+        if not isinstance(getattr(r, name), str):
+            return name
+    if r.status not in _STATUSES:
+        return "status"
+    if not isinstance(r.seq, int) or isinstance(r.seq, bool):
+        return "seq"
+    if r.parent_id is not None and not isinstance(r.parent_id, str):
+        return "parent_id"
+    if not isinstance(r.meta, dict):
+        return "meta"
+    for name in ("created_at", "updated_at"):
+        value = getattr(r, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return name
+    return ""
 
 
 @dataclasses.dataclass(slots=True)

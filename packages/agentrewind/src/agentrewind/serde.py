@@ -5,8 +5,9 @@ A tagged value is `{"__ar__": TAG, "v": PAYLOAD}`. Built-in tags cover what agen
 adapters register more with `register_codec` (LangChain messages, for example).
 
 Loading never imports a module and never runs pickle unless `allow_pickle=True`:
-dataclasses, pydantic models and enums are rebuilt only when their class is already
-imported in this process or listed in `allowed_types`.
+dataclasses, pydantic models and enums are rebuilt only from an explicit allowlist, the
+classes listed in `allowed_types` plus those this serializer itself encoded in this process,
+never because stored data names a class that happens to be imported.
 """
 
 from __future__ import annotations
@@ -18,17 +19,21 @@ import decimal
 import enum
 import json
 import pickle
-import sys
 import uuid
 import zoneinfo
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import SerializationError
+from .errors import DecryptionError, SerializationError
+from .tags import TAG, decode_scalar, expect_dict, expect_list, locate
 
-__all__ = ["Codec", "Serializer", "register_codec"]
+if TYPE_CHECKING:
+    from .encryption import Encryption
 
-TAG = "__ar__"
+Redactor = Callable[[str, Any], Any]
+"""`redact(field, value) -> value`: applied to what is stored (`output`, `state`, `metadata`)."""
+
+__all__ = ["Codec", "Redactor", "Serializer", "register_codec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +61,16 @@ def register_codec(codec: Codec) -> None:
     _CODECS[codec.tag] = codec
 
 
+def _unserializable(value: Any, path: str, detail: str) -> SerializationError:
+    cls = type(value)
+    return SerializationError(
+        f"cannot serialize value of type {cls.__module__}.{cls.__qualname__} at {path}{detail}: "
+        "use JSON types, a dataclass, a pydantic model, register a codec with "
+        "agentrewind.serde.register_codec, or opt in to pickle with allow_pickle=True",
+        path=path,
+    )
+
+
 def _type_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -66,13 +81,51 @@ class Serializer:
     Args:
         allow_pickle: Encode otherwise unserializable values with pickle and load them back.
             Off by default: a stored pickle then raises `SerializationError` and never runs.
-        allowed_types: Extra dataclasses, pydantic models or enums that may be rebuilt on load
-            even if their module is not imported yet (it is then imported by name).
+        allowed_types: Dataclasses, pydantic models or enums that may be rebuilt on load.
+            Classes this serializer encoded in this process are allowed too (so a run
+            replays in the process that recorded it); a resumed process must list them.
+        redact: Applied to every value before it is stored (never to the inputs that make
+            replay keys): `redact(field, value)` returns what to keep. A replay returns the
+            stored, redacted value.
+        encryption: Encrypt stored values at rest (AES-GCM, `agentrewind.encryption`). None
+            uses `$AGENTREWIND_ENCRYPTION_KEY` when it is set; False never encrypts.
     """
 
-    def __init__(self, *, allow_pickle: bool = False, allowed_types: Iterable[type] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        allow_pickle: bool = False,
+        allowed_types: Iterable[type] = (),
+        redact: Redactor | None = None,
+        encryption: Encryption | bool | None = None,
+    ) -> None:
         self.allow_pickle = allow_pickle
         self._allowed = {_type_path(t): t for t in allowed_types}
+        self.redact = redact
+        if encryption is None or encryption is True:
+            from .encryption import Encryption
+
+            env = Encryption.from_env()
+            if encryption is True and env is None:
+                raise ValueError("encryption=True needs $AGENTREWIND_ENCRYPTION_KEY")
+            encryption = env
+        self.encryption: Encryption | None = encryption or None
+
+    # -- what is stored -----------------------------------------------------------------------
+    def prepare(self, value: Any, field: str) -> Any:
+        """The tree to store for `value`: redacted, then tagged (not yet encrypted)."""
+        return self.to_tree(value if self.redact is None else self.redact(field, value))
+
+    def seal(self, tree: Any) -> Any:
+        """`tree` encrypted into one `enc` tag when encryption is on, else `tree` itself."""
+        if self.encryption is None:
+            return tree
+        text = json.dumps(tree, separators=(",", ":"), sort_keys=True).encode()
+        return {TAG: "enc", "v": base64.b64encode(self.encryption.encrypt(text)).decode()}
+
+    def store_tree(self, value: Any, field: str) -> Any:
+        """`seal(prepare(value, field))`: what a store keeps for `value`."""
+        return self.seal(self.prepare(value, field))
 
     # -- encoding ---------------------------------------------------------------------------
     def dumps(self, value: Any) -> bytes:
@@ -85,6 +138,10 @@ class Serializer:
             tree = json.loads(data)
         except ValueError as exc:
             raise SerializationError(f"stored value is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise SerializationError(
+                "stored value is nested deeper than Python's recursion limit"
+            ) from exc
         return self.from_tree(tree)
 
     def to_tree(self, value: Any, path: str = "$") -> Any:
@@ -165,91 +222,116 @@ class Serializer:
         if isinstance(value, decimal.Decimal):
             return {TAG: "decimal", "v": str(value)}
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "t": _type_path(type(value)), "v": self._tree(value.value, path)}
+            return {TAG: "enum", "t": self._note(type(value)), "v": self._tree(value.value, path)}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {
                 f.name: self._tree(getattr(value, f.name), f"{path}.{f.name}")
                 for f in dataclasses.fields(value)
                 if f.init
             }
-            return {TAG: "dataclass", "t": _type_path(type(value)), "v": fields}
+            return {TAG: "dataclass", "t": self._note(type(value)), "v": fields}
         dump = getattr(value, "model_dump", None)
         if callable(dump) and hasattr(type(value), "model_validate"):
-            data = dump(mode="json")
-            return {TAG: "pydantic", "t": _type_path(type(value)), "v": self._tree(data, path)}
+            try:
+                data = dump(mode="json")
+            except Exception as exc:  # a field pydantic cannot put in JSON (a client, a function)
+                if self.allow_pickle:
+                    return self._pickled(value, path)
+                raise _unserializable(value, path, f" (pydantic: {exc})") from exc
+            return {TAG: "pydantic", "t": self._note(type(value)), "v": self._tree(data, path)}
         if hasattr(value, "_fields") and isinstance(value, tuple):
             return {
                 TAG: "tuple",
                 "v": [self._tree(v, f"{path}[{i}]") for i, v in enumerate(value)],
             }
         if self.allow_pickle:
-            try:
-                raw = pickle.dumps(value)
-            except Exception as exc:
-                raise SerializationError(
-                    f"cannot serialize {type(value).__name__} at {path}, even with pickle: {exc}",
-                    path=path,
-                ) from exc
-            return {TAG: "pickle", "v": base64.b64encode(raw).decode()}
-        raise SerializationError(
-            f"cannot serialize value of type {type(value).__module__}.{type(value).__qualname__} "
-            f"at {path}: use JSON types, a dataclass, a pydantic model, register a codec with "
-            "agentrewind.serde.register_codec, or opt in to pickle with allow_pickle=True",
-            path=path,
-        )
+            return self._pickled(value, path)
+        raise _unserializable(value, path, "")
+
+    @staticmethod
+    def _pickled(value: Any, path: str) -> dict[str, Any]:
+        try:
+            raw = pickle.dumps(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot serialize {type(value).__name__} at {path}, even with pickle: {exc}",
+                path=path,
+            ) from exc
+        return {TAG: "pickle", "v": base64.b64encode(raw).decode()}
 
     # -- decoding ---------------------------------------------------------------------------
-    def from_tree(self, tree: Any) -> Any:
-        """Rebuild a value from `to_tree` output. Never imports or unpickles by default."""
+    def from_tree(self, tree: Any, where: str = "") -> Any:
+        """Rebuild a value from `to_tree` output. Never imports or unpickles by default.
+
+        Args:
+            tree: The stored tree.
+            where: What holds it (record and field), for error messages.
+
+        Raises:
+            SerializationError: The tree is malformed (a bad tag payload, a refused type,
+                nesting past the recursion limit); the message names `where` and the path.
+        """
+        try:
+            return self._from(tree)
+        except SerializationError as exc:
+            if where:
+                exc.args = (f"{where}: {exc}", *exc.args[1:])
+            raise
+        except RecursionError as exc:
+            raise SerializationError(
+                f"{where or 'stored value'}: nested deeper than Python's recursion limit "
+                "(corrupt or hostile data)"
+            ) from exc
+        except Exception as exc:  # any failure of stored data to decode is a named error
+            path = locate(self._from, tree)
+            raise SerializationError(
+                f"{where or 'stored value'}: malformed value at {path}: "
+                f"{type(exc).__name__}: {exc}",
+                path=path,
+            ) from exc
+
+    def _from(self, tree: Any) -> Any:
         if isinstance(tree, list):
-            return [self.from_tree(v) for v in tree]
+            return [self._from(v) for v in tree]
         if not isinstance(tree, dict):
             return tree
         tag = tree.get(TAG)
         if tag is None:
-            return {k: self.from_tree(v) for k, v in tree.items()}
+            return {k: self._from(v) for k, v in tree.items()}
         payload: Any = tree.get("v")
         match tag:
             case "dict":
-                return {self._hashable(self.from_tree(k)): self.from_tree(v) for k, v in payload}
+                return {self._hashable(self._from(k)): self._from(v) for k, v in payload}
             case "tuple":
-                return tuple(self.from_tree(v) for v in payload)
+                return tuple(self._from(expect_list(payload)))
             case "set":
-                return {self._hashable(self.from_tree(v)) for v in payload}
+                return {self._hashable(v) for v in self._from(expect_list(payload))}
             case "frozenset":
-                return frozenset(self._hashable(self.from_tree(v)) for v in payload)
-            case "bytes":
-                return base64.b64decode(payload)
-            case "datetime":
-                when = dt.datetime.fromisoformat(payload)
-                if "tz" in tree:
-                    zone = zoneinfo.ZoneInfo(tree["tz"])
-                    return when.replace(tzinfo=zone, fold=int(tree.get("fold", 0)))
-                return when
-            case "date":
-                return dt.date.fromisoformat(payload)
-            case "time":
-                return dt.time.fromisoformat(payload)
-            case "timedelta":
-                return dt.timedelta(seconds=payload)
-            case "uuid":
-                return uuid.UUID(payload)
-            case "decimal":
-                return decimal.Decimal(payload)
+                return frozenset(self._hashable(v) for v in self._from(expect_list(payload)))
+            case "bytes" | "datetime" | "date" | "time" | "timedelta" | "uuid" | "decimal":
+                return decode_scalar(tag, tree)
             case "enum":
-                return self._resolve(tree["t"], enum.Enum)(self.from_tree(payload))
+                return self._resolve(tree.get("t"), enum.Enum)(self._from(payload))
             case "dataclass":
-                cls: Any = self._resolve(tree["t"], None)
+                cls: Any = self._resolve(tree.get("t"), None)
                 if not dataclasses.is_dataclass(cls):
                     raise SerializationError(f"{tree['t']} is not a dataclass")
                 factory: Any = cls
-                return factory(**{k: self.from_tree(v) for k, v in payload.items()})
+                return factory(**{k: self._from(v) for k, v in expect_dict(payload).items()})
             case "pydantic":
-                cls = self._resolve(tree["t"], None)
+                cls = self._resolve(tree.get("t"), None)
                 validate = getattr(cls, "model_validate", None)
                 if validate is None:
                     raise SerializationError(f"{tree['t']} is not a pydantic model")
-                return validate(self.from_tree(payload))
+                return validate(self._from(payload))
+            case "enc":
+                if self.encryption is None:
+                    raise DecryptionError(
+                        "stored value is encrypted and no key is configured: pass "
+                        "encryption=Encryption(key) or set $AGENTREWIND_ENCRYPTION_KEY"
+                    )
+                raw = decode_scalar("bytes", tree)
+                return self._from(json.loads(self.encryption.decrypt(raw)))
             case "pickle":
                 if not self.allow_pickle:
                     raise SerializationError(
@@ -257,32 +339,32 @@ class Serializer:
                         "loading it can run arbitrary code; pass allow_pickle=True if you trust "
                         "this store"
                     )
-                return pickle.loads(base64.b64decode(payload))
-        codec = _CODECS.get(tag)
+                return pickle.loads(decode_scalar("bytes", tree))
+        codec = _CODECS.get(tag) if isinstance(tag, str) else None
         if codec is None:
             raise SerializationError(
                 f"unknown type tag {tag!r}: install or import the adapter that registers it"
             )
-        return codec.decode(self.from_tree(payload))
+        return codec.decode(self._from(payload))
 
     @staticmethod
     def _hashable(value: Any) -> Any:
         return tuple(value) if isinstance(value, list) else value
 
-    def _resolve(self, path: str, base: type | None) -> Any:
-        cls: Any = self._allowed.get(path)
+    def _note(self, cls: type) -> str:
+        """The stored name of `cls`, which this serializer may now rebuild (it wrote it)."""
+        path = _type_path(cls)
+        self._allowed.setdefault(path, cls)
+        return path
+
+    def _resolve(self, path: Any, base: type | None) -> Any:
+        cls: Any = self._allowed.get(path) if isinstance(path, str) else None
         if cls is None:
-            module_name, _, qualname = path.partition(":")
-            module = sys.modules.get(module_name)
-            if module is None:
-                raise SerializationError(
-                    f"type {path} is not loaded in this process and not in allowed_types; "
-                    "import it first or pass allowed_types=[...] (stored data never triggers "
-                    "an import)"
-                )
-            cls = module
-            for part in qualname.split("."):
-                cls = getattr(cls, part, None)
-        if not isinstance(cls, type) or (base is not None and not issubclass(cls, base)):
+            raise SerializationError(
+                f"refusing to rebuild stored type {path!r}: it is not in allowed_types. If "
+                "you trust it, pass allowed_types=[TheClass] (Middleware, Serializer), or "
+                "register a codec; stored data never decides which classes are imported"
+            )
+        if base is not None and not issubclass(cls, base):
             raise SerializationError(f"stored type {path} does not resolve to an allowed class")
         return cls

@@ -27,6 +27,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from ..ui import cmd_ui  # the viewer is imported only by its own command
+
+    return cmd_ui(args)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _cmd_demo,
     "runs": listing.cmd_runs,
@@ -41,6 +47,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "prune": deleting.cmd_prune,
     "export": moving.cmd_export,
     "import": moving.cmd_import,
+    "ui": _cmd_ui,
 }
 
 
@@ -73,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as exc:
         return _fail(exc, EXIT_STORE)
+    except RecursionError:
+        return _fail("input nested deeper than Python's recursion limit", EXIT_NOT_FOUND)
+    except Exception as exc:  # one line, never a traceback (the CLI is a user interface)
+        return _fail(f"{type(exc).__name__}: {exc}", EXIT_NOT_FOUND)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ EPILOG = """exit codes:
 
 CORE_COMMANDS = (
     "demo", "runs", "log", "tree", "branches", "show", "diff", "metrics", "fork", "rm",
-    "prune", "export", "import",
+    "prune", "export", "import", "ui",
 )  # fmt: skip
 
 
@@ -216,6 +216,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="replace an existing run of that id whose content differs",
     )
+    p = command("ui", "serve a local read-only web viewer of the store", json=False)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")
     _plugin_commands(sub, command, sys.argv[1:] if argv is None else list(argv))
     return parser
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import AgentRewindError
 from ..records import StepRecord
+from ..tags import tree_issues
 from .schema import check, load_schema
 
 __all__ = [
@@ -119,7 +120,16 @@ def _load(source: RunDocument | dict[str, Any] | str | bytes | Path) -> Any:
             raise DocumentError(
                 "not a run document", [ValidationIssue("(document)", f"invalid JSON: {exc}")]
             ) from exc
+        except RecursionError as exc:
+            raise DocumentError(
+                "not a run document",
+                [ValidationIssue("(document)", "JSON nested deeper than the recursion limit")],
+            ) from exc
     return source
+
+
+def _field(path: str) -> str:
+    return path.removeprefix("$").removeprefix(".") or "(document)"
 
 
 def validate(source: RunDocument | dict[str, Any] | str | bytes | Path) -> list[ValidationIssue]:
@@ -132,8 +142,12 @@ def validate(source: RunDocument | dict[str, Any] | str | bytes | Path) -> list[
         data = _load(source)
     except DocumentError as exc:
         return exc.issues
+    # Tags first: they bound the depth, so the recursive schema check below cannot overflow.
+    tags = [ValidationIssue(_field(f), m) for f, m in tree_issues(data)]
+    if any("nested deeper" in i.message for i in tags):
+        return tags
     schema = load_schema()
-    issues = [ValidationIssue(f, m) for f, m in check(data, schema, schema)]
+    issues = [ValidationIssue(f, m) for f, m in check(data, schema, schema)] + tags
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         return issues
     ids: set[str] = set()

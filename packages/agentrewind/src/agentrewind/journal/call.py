@@ -54,7 +54,7 @@ class CallJournal(Protocol):
 
     def _after_complete(self, call: Call, record: StepRecord) -> None: ...
 
-    def _note(self, call: Call, outcome: Outcome) -> None: ...
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,7 +123,9 @@ class Call:
         if self.record.status == "failed":
             err = self.record.meta.get("error", {})
             raise RecordedStepError(err.get("type", "Error"), err.get("message", ""))
-        return self.run.middleware.serializer.from_tree(self.record.output)
+        r = self.record
+        where = f"run {r.run_id!r} step {r.key!r} field output"
+        return self.run.middleware.serializer.from_tree(r.output, where)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -169,7 +171,7 @@ class Call:
 
     def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
         try:
-            tree = self.run.middleware.serializer.to_tree(output)
+            tree = self.run.middleware.serializer.store_tree(output, "output")
         except BaseException:
             self.run._release(self)
             raise
@@ -203,7 +205,7 @@ class Call:
         self.run._after_complete(self, record)
 
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
-        self.run._note(self, "failed")
+        self.run._note(self, "failed", exc)
         error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
         meta: dict[str, Any] = {"error": error}
         if self.record_failures:

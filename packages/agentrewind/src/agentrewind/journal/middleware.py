@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ..errors import AdapterNotFoundError
 from ..plugins import load_failures, load_group
 from ..records import RunMetrics
-from ..serde import Serializer
+from ..serde import Redactor, Serializer
 from ..stores import Store, connect
 from .context import CURRENT_RUN
 from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
+
+if TYPE_CHECKING:
+    from ..encryption import Encryption
 
 __all__ = ["Adapter", "Middleware", "RunContext"]
 
@@ -111,8 +114,13 @@ class Middleware:
             `rerun` (default), `skip`, or `raise`.
         lease_ttl: Seconds a run's lease lasts without renewal (it is renewed every third).
         allow_pickle: Store values JSON cannot hold with pickle, and load them. Off by default.
-        allowed_types: Classes that may be rebuilt on load without being imported first.
+        allowed_types: Dataclasses, pydantic models and enums that may be rebuilt on load
+            (those this process recorded itself always may).
         record_failures: Journal failures so a replay raises them again instead of re-running.
+        redact: `redact(field, value) -> value`, applied to each output before it is stored
+            (mask secrets or personal data); a replay returns the redacted value.
+        encryption: An `agentrewind.encryption.Encryption` to encrypt outputs at rest
+            (AES-GCM); None uses `$AGENTREWIND_ENCRYPTION_KEY` when set; False: never.
 
     Example:
         >>> mw = Middleware("memory://")
@@ -131,6 +139,8 @@ class Middleware:
         allow_pickle: bool = False,
         allowed_types: Iterable[type] = (),
         record_failures: bool = False,
+        redact: Redactor | None = None,
+        encryption: Encryption | bool | None = None,
     ) -> None:
         if on_incomplete not in ("rerun", "skip", "raise"):
             raise ValueError(f"on_incomplete must be rerun, skip or raise, not {on_incomplete!r}")
@@ -140,7 +150,12 @@ class Middleware:
         self.on_incomplete: IncompletePolicy = on_incomplete
         self.lease_ttl = lease_ttl
         self.record_failures = record_failures
-        self.serializer = Serializer(allow_pickle=allow_pickle, allowed_types=allowed_types)
+        self.serializer = Serializer(
+            allow_pickle=allow_pickle,
+            allowed_types=allowed_types,
+            redact=redact,
+            encryption=encryption,
+        )
 
     def __repr__(self) -> str:
         return f"Middleware({self.store!r})"

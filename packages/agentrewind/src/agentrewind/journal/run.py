@@ -25,11 +25,13 @@ from ..errors import (
     IncompleteStepError,
     RunLockedError,
 )
-from ..ids import new_id
+from ..ids import check_id, new_id
 from ..records import RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
-from .call import Call, CallEvent, JournalSettings
+from ..telemetry import observers
+from .call import Call, CallEvent, JournalSettings, Outcome
 from .lease import LeaseKeeper
+from .notes import Notes, taken_over
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -55,7 +57,7 @@ class Run:
         lease_ttl: float = 30.0,
     ) -> None:
         self.middleware = middleware
-        self.run_id = run_id or new_id()
+        self.run_id = check_id(run_id) if run_id else new_id()
         self.strict = strict
         self.on_incomplete = on_incomplete
         self.ttl = ttl
@@ -75,6 +77,8 @@ class Run:
         self._last_step_id: str | None = None
         self._keeper: LeaseKeeper | None = None
         self._lease_at = 0.0
+        self._observers = observers()  # OpenTelemetry spans when installed (telemetry.py)
+        self._notes = Notes()  # replays and divergence, noted on records for viewers
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, recorded={len(self._records)})"
@@ -85,7 +89,11 @@ class Run:
             raise RunLockedError(self.run_id, result[1], result[2])
         self._lease_at = time.monotonic()
 
-    def _load(self, records: list[StepRecord]) -> None:
+    def _emit(self, event: str, *args: Any) -> None:
+        for observer in self._observers:
+            observer.notify(event, self, *args)
+
+    def _load(self, records: list[StepRecord], taken_over: bool = False) -> None:
         for record in records:
             self._records[record.key] = record
             self._seq = max(self._seq, record.seq)
@@ -98,15 +106,17 @@ class Run:
             run_id, lambda: store.acquire_lease(run_id, owner, ttl).acquired, ttl, self._lease_at
         )
         self._keeper.start()
+        self._emit("run_started", taken_over)
 
     def _open(self) -> None:
         store = self.middleware.store
         self._check_lease(store.acquire_lease(self.run_id, self.owner, self.lease_ttl))
         begun = False
         try:
+            prior = store.get_run(self.run_id) if self._observers else None
             store.begin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(store.load_steps(self.run_id))
+            self._load(store.load_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:  # e.g. a corrupt record: say so in the run's status, best effort
                 with contextlib.suppress(Exception):
@@ -119,9 +129,10 @@ class Run:
         self._check_lease(await store.aacquire_lease(self.run_id, self.owner, self.lease_ttl))
         begun = False
         try:
+            prior = await store.aget_run(self.run_id) if self._observers else None
             await store.abegin_run(self.run_id, ttl=self.ttl)
             begun = True
-            self._load(await store.aload_steps(self.run_id))
+            self._load(await store.aload_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:
                 with contextlib.suppress(Exception):
@@ -155,6 +166,9 @@ class Run:
                 self._keeper.join(timeout=2.0)
         if failed and self.status == "completed":
             self.status = "failed"
+        if self._lease_lost():
+            self._emit("lease_lost")
+        self._emit("run_ended")
 
     def _close(self, failed: bool) -> None:
         self._stop_keeper(failed)
@@ -194,6 +208,10 @@ class Run:
         with self._lock:
             self._seq += 1
             return self._seq
+
+    def observe(self, record: StepRecord, outcome: str = "executed") -> None:
+        """Report a record an adapter wrote itself to the run's observers (OpenTelemetry)."""
+        self._emit("call", record, outcome, None)
 
     def mark_consumed(self, keys: Iterable[str]) -> None:
         """Treat recorded calls as replayed for divergence checks.
@@ -261,6 +279,7 @@ class Run:
             )
             if replayable:
                 self._unconsumed.get((kind, name), set()).discard(key)
+                self._notes.replayed.append(key)
         call = Call(
             self,
             kind,
@@ -303,6 +322,8 @@ class Run:
             f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
             "input changed since the run was recorded, so it runs again"
         )
+        self._notes.diverged.add(key)
+        self._emit("diverged", kind, name, key, message)
         if self.strict:
             raise DivergenceError(message)
         warnings.warn(DivergenceWarning(message), stacklevel=4)
@@ -326,6 +347,8 @@ class Run:
                 parent = call.record.parent_id  # keep the link its `started` record made
             else:
                 parent = self._last_step_id
+            started = call.record.meta if call.record and call.record.status == "started" else None
+            self._notes.apply(call.key, meta, started)
             record = StepRecord(
                 run_id=self.run_id,
                 step_id=call.step_id,
@@ -357,13 +380,12 @@ class Run:
         with self._lock:
             self.metrics.steps += 1
 
-    def _note(
-        self, call: Call, outcome: Literal["replayed", "executed", "failed", "skipped"]
-    ) -> None:
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None:
         with self._lock:
             self.events.append(CallEvent(call.kind, call.name, call.key, outcome))
             if outcome == "failed":
                 self.metrics.failures += 1
+        self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -10,8 +10,9 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
+from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
 
 __all__ = [
@@ -73,6 +74,23 @@ def _is_zombie(pid: int) -> bool:
     return False
 
 
+_RUN_ID_METHODS = (
+    "begin_run", "end_run", "get_run", "delete_run", "set_ttl", "load_steps", "get_step",
+    "set_head", "get_heads", "acquire_lease", "release_lease",
+)  # fmt: skip
+
+
+def _checking_run_id(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def method(self: Any, run_id: str, *args: Any, **kwargs: Any) -> T:
+        if not (isinstance(run_id, str) and run_id.isascii()):
+            check_id(run_id)
+        return fn(self, run_id, *args, **kwargs)
+
+    method._checks_run_id = True  # type: ignore[attr-defined]
+    return method
+
+
 class LeaseResult(tuple[bool, str, float]):
     """`(acquired, owner, expires_in_seconds)` of a lease attempt."""
 
@@ -94,9 +112,18 @@ class Store(abc.ABC):
     scheme: str = ""
     """URL scheme of the backend (`memory`, `sqlite`, `redis`)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Every method taking a run id checks it on entry, in every backend, so an id no
+        # store can hold fails with a ValueError naming it, never a UnicodeEncodeError.
+        for name in _RUN_ID_METHODS:
+            fn = cls.__dict__.get(name)
+            if fn is not None and not getattr(fn, "_checks_run_id", False):
+                setattr(cls, name, _checking_run_id(fn))
+
     def __init__(self, *, url: str, namespace: str) -> None:
         self.url = url
-        self.namespace = namespace
+        self.namespace = check_id(namespace, "namespace")
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 

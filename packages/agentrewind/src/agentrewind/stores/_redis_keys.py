@@ -1,14 +1,41 @@
 """Redis key layout and Lua scripts, kept in one place.
 
-Every key of a run carries the hash tag `{run_id}` so a run lives in one Cluster slot and each
-write is one atomic script. Only core commands are used (Redis 7, Valkey, managed services).
+A run's keys are `PREFIX:NS:run:{TAG}:ID:part` where `NS` and `ID` are the namespace and run id
+percent-encoded (so they hold no `:`, `{` or `}` and distinct pairs never give the same key)
+and `TAG` is a digest of both: every key of a run has one non-empty hash tag, so a run lives in
+one Cluster slot whatever its id holds. Each write is one atomic script. Only core commands are
+used (Redis 7, Valkey, managed services).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
+from urllib.parse import quote
 
 SCHEMA_KEY = "{prefix}:schema_version"
+REDIS_SCHEMA_VERSION = 2
+"""Key layout: 1 put raw `{namespace}` and `{id}` in keys (collisions, broken slots); 2 encodes
+them (`id_base`). Tracked per namespace; see `_redis_migrate`."""
+
+
+def encode_part(text: str) -> str:
+    """Percent-encode a namespace or id for a key: injective, and free of `:`, `{`, `}`."""
+    return quote(text.encode("utf-8", "surrogatepass"), safe="")
+
+
+@functools.lru_cache(maxsize=4096)
+def id_base(prefix: str, namespace: str, family: str, ident: str) -> str:
+    """The common start of every key of one run (`family="run"`) or thread (`"lg"`)."""
+    ns, enc = encode_part(namespace), encode_part(ident)
+    tag = hashlib.blake2b(f"{ns}:{enc}".encode(), digest_size=8).hexdigest()
+    return f"{prefix}:{ns}:{family}:{{{tag}}}:{enc}"
+
+
+def namespace_key(prefix: str, namespace: str, name: str) -> str:
+    """A key of the namespace as a whole (an index), outside every run's hash tag."""
+    return f"{prefix}:{encode_part(namespace)}:{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +51,7 @@ class RunKeys:
 
     @classmethod
     def of(cls, prefix: str, namespace: str, run_id: str) -> RunKeys:
-        base = f"{prefix}:{namespace}:run:{{{run_id}}}"
+        base = id_base(prefix, namespace, "run", run_id)
         return cls(
             *(f"{base}:{part}" for part in ("steps", "order", "ids", "run", "heads", "lease"))
         )
@@ -40,7 +67,7 @@ class RunKeys:
 
 def runs_index(prefix: str, namespace: str) -> str:
     """The sorted set of a namespace's run ids, scored by creation time."""
-    return f"{prefix}:{namespace}:runs"
+    return namespace_key(prefix, namespace, "runs")
 
 
 # Refresh the TTL of every data key of a run (KEYS[1..5]) from the run hash (KEYS[4]).

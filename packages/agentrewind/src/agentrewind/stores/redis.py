@@ -13,11 +13,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _redis_keys as K
-from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._base import LeaseResult, Store, lease_owner_is_dead
+from ._redis_migrate import check_layout
 
 try:
     import redis as _redis
+    from redis.backoff import NoBackoff
     from redis.cluster import RedisCluster
+    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised in the core session without redis
     raise ImportError(
         'the Redis store needs the redis client: pip install "agentrewind[redis]"'
@@ -26,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - exercised in the core session w
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
-_OUR_PARAMS = ("namespace", "prefix", "cluster")
+_OUR_PARAMS = ("namespace", "prefix", "cluster", "migrate")
 
 
 def redact(url: str) -> str:
@@ -47,7 +50,10 @@ class RedisStore(Store):
             forces it.
         namespace: Key prefix segment; nothing in one namespace is visible from another.
         prefix: First segment of every key (default `ar`).
-        socket_timeout: Seconds before a command to an unresponsive server fails.
+        socket_timeout: Seconds before a command to an unresponsive server fails (once: a
+            timed-out command is not sent again, since it may have been applied).
+        migrate: Move the keys of a store written by an older key layout (stop the old
+            version's processes first); without it such a store raises `SchemaVersionError`.
     """
 
     scheme = "redis"
@@ -60,13 +66,23 @@ class RedisStore(Store):
         prefix: str = "ar",
         cluster: bool | None = None,
         socket_timeout: float = 5.0,
+        migrate: bool = False,
     ) -> None:
         super().__init__(url=redact(url), namespace=namespace)
+        if "{" in prefix or "}" in prefix:
+            raise ValueError(f"Redis key prefix {prefix!r} must not hold '{{' or '}}'")
+        _check_db(url)
         self.prefix = prefix
+        self.migrate = migrate
         options: dict[str, Any] = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": min(socket_timeout, 2.0),
         }
+        if cluster is not True:
+            # redis-py retries a timed-out command 3 times by default: that multiplies the
+            # timeout and may apply a write twice. Retry once only on a connection error
+            # (a pooled connection the server closed), never on a timeout.
+            options["retry"] = Retry(NoBackoff(), 1, supported_errors=(_redis.ConnectionError,))
         with self.translate_errors():
             if cluster is None:
                 probe = _redis.Redis.from_url(url, **options)
@@ -76,6 +92,8 @@ class RedisStore(Store):
                     probe.close()
                 cluster = bool(info.get("cluster_enabled"))
             self.cluster = cluster
+            if cluster:
+                options.pop("retry", None)  # RedisCluster takes no per-node retry
             self.client: Any = (
                 RedisCluster.from_url(url, **options)
                 if cluster
@@ -112,6 +130,8 @@ class RedisStore(Store):
         clean = urlunsplit(parts._replace(query=urlencode(query)))
         if "cluster" in ours:
             kwargs.setdefault("cluster", ours["cluster"].lower() in ("1", "true", "yes"))
+        if "migrate" in ours:
+            kwargs.setdefault("migrate", ours["migrate"].lower() in ("1", "true", "yes"))
         if "prefix" in ours:
             kwargs.setdefault("prefix", ours["prefix"])
         if "namespace" in ours:
@@ -129,10 +149,15 @@ class RedisStore(Store):
     def _translate(self, exc: Exception) -> StoreError:
         if isinstance(exc, _redis.AuthenticationError):
             return StoreUnavailableError(f"Redis at {self.url} refused the credentials")
-        if isinstance(exc, _redis.ConnectionError | _redis.TimeoutError):
+        if isinstance(exc, _redis.TimeoutError):
             return StoreUnavailableError(
-                f"Redis at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
-                "the operation was not applied"
+                f"Redis at {self.url} did not answer in time ({exc}): the operation may have "
+                "been applied (the reply may be what was lost); check before redoing it"
+            )
+        if isinstance(exc, _redis.ConnectionError):
+            return StoreUnavailableError(
+                f"Redis at {self.url} is unreachable ({type(exc).__name__}: {exc}); if the "
+                "connection dropped after the command was sent, it may have been applied"
             )
         # A cluster that lost its nodes raises its own error types; all mean "unavailable".
         if "cluster" in type(exc).__name__.lower() or "connection" in str(exc).lower():
@@ -145,14 +170,23 @@ class RedisStore(Store):
 
     def _check_schema(self) -> None:
         key = K.SCHEMA_KEY.format(prefix=self.prefix)
-        self.client.set(key, SCHEMA_VERSION, nx=True)
+        # 1 until a namespace is migrated from layout 1 (see `_redis_migrate`): processes of
+        # agentrewind 0.1 sharing the server keep working on namespaces they own.
+        self.client.set(key, 1, nx=True)
         raw = self.client.get(key)
-        current = int(raw) if raw is not None else SCHEMA_VERSION
-        if current > SCHEMA_VERSION:
+        current = int(raw) if raw is not None else 1
+        if current > K.REDIS_SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"Redis at {self.url} (prefix {self.prefix!r}) has schema version {current}; this "
-                f"agentrewind knows up to {SCHEMA_VERSION}: upgrade agentrewind"
+                f"agentrewind knows up to {K.REDIS_SCHEMA_VERSION}: upgrade agentrewind"
             )
+        check_layout(
+            self.client,
+            self.prefix,
+            self.namespace,
+            migrate=self.migrate,
+            where=f"Redis at {self.url}",
+        )
 
     def _keys(self, run_id: str) -> K.RunKeys:
         keys = self._key_cache.get(run_id)
@@ -161,6 +195,23 @@ class RedisStore(Store):
                 self._key_cache.clear()
             keys = self._key_cache[run_id] = K.RunKeys.of(self.prefix, self.namespace, run_id)
         return keys
+
+    def key_base(self, family: str, ident: str) -> str:
+        """The start of every key of one run or thread, for adapters that keep their own keys.
+
+        Namespace and id are encoded (distinct pairs never share a key) and hashed into one
+        non-empty hash tag (all keys of one id share a Cluster slot, whatever the id holds).
+
+        Args:
+            family: A short name for the kind of object (`run` for the core, `lg` for the
+                LangGraph saver); no `:`, `{` or `}`.
+            ident: The run or thread id.
+        """
+        return K.id_base(self.prefix, self.namespace, family, ident)
+
+    def namespace_key(self, name: str) -> str:
+        """A key for the namespace as a whole (an index), such as `lg:threads`."""
+        return K.namespace_key(self.prefix, self.namespace, name)
 
     def register_scripts(self, sources: Mapping[str, str]) -> None:
         """Make Lua scripts callable by name with `run_script` (adapters add their own)."""
@@ -298,6 +349,16 @@ class RedisStore(Store):
         with contextlib.suppress(Exception):
             _close_client(self.client)
         super().close()
+
+
+def _check_db(url: str) -> None:
+    """Refuse a database path that is not a number (redis-py would silently use db 0)."""
+    path = urlsplit(url).path.strip("/")
+    if path and not path.isdigit():
+        raise ValueError(
+            f"Redis URL {redact(url)!r}: the path must be a database number "
+            f"(redis://host:port/0), not {path!r}"
+        )
 
 
 def _close_client(client: Any) -> None:

@@ -65,7 +65,7 @@ class Checkpoint:
     @property
     def state(self) -> Any:
         """The saved state (a new copy each time)."""
-        return self.serializer.from_tree(self.tree)
+        return self.serializer.from_tree(self.tree, f"checkpoint {self.id!r} field state")
 
     @property
     def is_merge(self) -> bool:
@@ -86,7 +86,9 @@ class Checkpoint:
             branch=meta.get("branch", "main"),
             description=meta.get("description", ""),
             logic_step=meta.get("logic_step", ""),
-            metadata=serializer.from_tree(meta.get("metadata", {})),
+            metadata=serializer.from_tree(
+                meta.get("metadata", {}), f"checkpoint {record.step_id!r} field metadata"
+            ),
             timestamp=record.created_at,
             parents=parents,
             failed=record.status == "failed",
@@ -147,7 +149,7 @@ def record_meta(
     """The `meta` of a checkpoint's step: hash, user metadata, confidence, labels."""
     meta: dict[str, Any] = {"hash": state_hash(tree)}
     if metadata:
-        meta["metadata"] = serializer.to_tree(metadata)
+        meta["metadata"] = serializer.store_tree(metadata, "metadata")
         confidence = metadata.get("confidence")
         if isinstance(confidence, int | float) and not isinstance(confidence, bool):
             meta["confidence"] = confidence

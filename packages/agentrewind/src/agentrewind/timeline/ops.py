@@ -83,9 +83,10 @@ def commit_locked(
     merge_parent: str | None = None,
 ) -> Flow[Checkpoint]:
     """Write a checkpoint on the current branch and move its head (caller holds the lock)."""
-    tree = tl.serializer.to_tree(state)
+    tree = tl.serializer.prepare(state, "state")
     user_meta = dict(metadata) if metadata else {}
     meta = record_meta(tl.serializer, tree, user_meta, description, logic_step)
+    tree = tl.serializer.seal(tree)
     yield from _ensure_run(tl)
     branch = tl._current
     parent = tl._heads.get(branch) or merge_parent

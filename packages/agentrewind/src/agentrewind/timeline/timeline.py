@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..ids import check_id
 from ..serde import Serializer
 from ..stores import Store
 from . import events as _events
@@ -62,6 +63,7 @@ class Timeline(TimelineBase):
         events: bool = True,
         load: bool = True,
     ) -> None:
+        name = check_id(name, "timeline name")
         super().__init__(name, store, serializer=serializer, events=events)
         if load:
             self.refresh()

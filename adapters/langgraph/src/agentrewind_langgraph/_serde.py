@@ -1,0 +1,134 @@
+"""`RewindSaver`'s default serde: LangGraph's, reviving only its safe types, refusing the rest.
+
+LangGraph's `JsonPlusSerializer` by default revives any `module.name` a msgpack ext value
+names: a checkpoint blob naming `os.system` calls it on load. In its strict mode it does not,
+but it silently returns the constructor's arguments instead, so a graph would carry on with a
+wrong value. This subclass runs LangGraph's strict mode and turns each blocked type into an
+`UnsafeCheckpointError` naming it and the option that allows it. Blocked types are never
+imported or called: LangGraph checks the allowlist before `import_module`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from agentrewind.adapters import DecryptionError, Encryption, SerializationError
+
+__all__ = ["AesGcmCipher", "SafeSerializer", "UnsafeCheckpointError", "encrypted"]
+
+_BLOCKED: contextvars.ContextVar[list[SerdeEvent] | None] = contextvars.ContextVar(
+    "agentrewind_lg_blocked", default=None
+)
+
+
+class UnsafeCheckpointError(SerializationError):
+    """A stored checkpoint names a type outside the saver's allowlist; nothing was run.
+
+    Attributes:
+        type_name: `module.name` of the refused type (or `module.name.method`).
+    """
+
+    def __init__(self, message: str, type_name: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+def _on_event(event: SerdeEvent) -> None:
+    blocked = _BLOCKED.get()
+    if blocked is not None and event["kind"] in ("msgpack_blocked", "msgpack_method_blocked"):
+        blocked.append(event)
+
+
+_unregister = register_serde_event_listener(_on_event)
+
+
+class SafeSerializer(JsonPlusSerializer):
+    """LangGraph's serializer in strict mode, with refusals raised instead of swallowed.
+
+    Args:
+        allowed_msgpack_modules: Extra `(module, name)` pairs or classes that may be revived
+            (LangGraph's own safe types always are: messages, `Send`, datetimes...).
+        **kwargs: Passed to `JsonPlusSerializer`.
+    """
+
+    def __init__(
+        self, *, allowed_msgpack_modules: Iterable[tuple[str, ...] | type] = (), **kwargs: Any
+    ) -> None:
+        allowed = tuple(allowed_msgpack_modules)
+        super().__init__(allowed_msgpack_modules=allowed or None, **kwargs)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """Revive a stored value; raises `UnsafeCheckpointError` for a type not allowed."""
+        if "+" in data[0]:
+            raise DecryptionError(
+                f"stored checkpoint value is encrypted ({data[0]}) and no key is configured: "
+                "pass RewindSaver(..., encryption=Encryption(key)) or set "
+                "$AGENTREWIND_ENCRYPTION_KEY"
+            )
+        if data[0] == "pickle" and not self.pickle_fallback:
+            raise UnsafeCheckpointError(
+                "refusing a pickled checkpoint value: loading pickle can run any code; pass "
+                "serde=JsonPlusSerializer(pickle_fallback=True) only if you trust this store",
+                "pickle",
+            )
+        token = _BLOCKED.set([])
+        try:
+            value = super().loads_typed(data)
+            blocked = _BLOCKED.get()
+        finally:
+            _BLOCKED.reset(token)
+        if blocked:
+            ev = blocked[0]
+            name = f"{ev['module']}.{ev['name']}" + (f".{ev['method']}" if "method" in ev else "")
+            raise UnsafeCheckpointError(
+                f"refusing to revive {name} from a stored checkpoint: it is not one of "
+                "LangGraph's safe types, and reviving it would import and call it. If your "
+                "graph state holds this type and you trust the store, allow it: RewindSaver(..., "
+                f"allowed_msgpack_modules=[({ev['module']!r}, {ev['name']!r})])",
+                name,
+            )
+        return value
+
+
+class AesGcmCipher(CipherProtocol):
+    """LangGraph's cipher protocol over agentrewind's `Encryption` (AES-GCM, key rotation)."""
+
+    name = "ar-aesgcm"
+
+    def __init__(self, encryption: Encryption) -> None:
+        self.encryption = encryption
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        """Encrypt with the current key."""
+        return self.name, self.encryption.encrypt(plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        """Decrypt with whichever configured key wrote it (`DecryptionError` otherwise)."""
+        if ciphername != self.name:
+            raise DecryptionError(f"stored value uses cipher {ciphername!r}, not {self.name!r}")
+        return self.encryption.decrypt(ciphertext)
+
+
+def encrypted(
+    serde: SerializerProtocol, encryption: Encryption | bool | None
+) -> SerializerProtocol:
+    """`serde` wrapped to encrypt what it writes, when `encryption` (or the env key) says so.
+
+    Reading an encrypted value with no key configured is a `DecryptionError` (raised by
+    `SafeSerializer`), never bytes handed to msgpack.
+    """
+    if encryption is None or encryption is True:
+        env = Encryption.from_env()
+        if encryption is True and env is None:
+            raise ValueError("encryption=True needs $AGENTREWIND_ENCRYPTION_KEY")
+        encryption = env
+    if not encryption:
+        return serde
+    return EncryptedSerializer(AesGcmCipher(encryption), serde)

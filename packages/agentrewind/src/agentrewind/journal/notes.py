@@ -1,0 +1,48 @@
+"""What a run's records note for viewers: the replays before each write, divergence, takeover.
+
+A replay writes nothing (so it stays cheap); the replays since the last write are noted on the
+next record the run writes (`meta["replayed"]`, `meta["replayed_count"]`), and a call that ran
+because its input changed is marked `meta["diverged"]`. `agentrewind ui` draws them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import RunInfo
+
+MAX_NOTED = 1000
+"""At most this many replayed keys are noted on one record (the count is always kept)."""
+
+_CARRIED = ("replayed", "replayed_count", "diverged")
+
+
+class Notes:
+    """Replays not yet written down and the keys that diverged, for one execution of a run."""
+
+    __slots__ = ("diverged", "replayed")
+
+    def __init__(self) -> None:
+        self.replayed: list[str] = []
+        self.diverged: set[str] = set()
+
+    def apply(self, key: str, meta: dict[str, Any], started: dict[str, Any] | None) -> None:
+        """Add the notes to `meta` of the record being written for `key`.
+
+        `started` is the meta of the call's `started` record, whose notes its completion keeps.
+        """
+        if started:
+            for name in _CARRIED:
+                if name in started:
+                    meta.setdefault(name, started[name])
+        if self.replayed:
+            meta["replayed"] = self.replayed[:MAX_NOTED]
+            meta["replayed_count"] = len(self.replayed)
+            self.replayed = []
+        if key in self.diverged:
+            meta["diverged"] = True
+
+
+def taken_over(prior: RunInfo | None) -> bool:
+    """A run still `running` when a new owner gets its lease: the last owner died or stalled."""
+    return prior is not None and prior.status == "running"

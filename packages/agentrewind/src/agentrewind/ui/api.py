@@ -1,0 +1,288 @@
+"""The viewer's JSON API: read-only views of a store (runs, a run's calls, graphs, diffs, metrics).
+
+Every function takes an open `Store` and returns JSON data; nothing here writes. Runs of
+framework-native sources (LangGraph threads) come through the `agentrewind.run_sources`
+plugins, so the core never imports a framework.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..cli import sources as _sources
+from ..cli import views as _views
+from ..cli.views import _generic_nodes
+from ..diff import diff_states
+from ..documents import RunNotFoundError
+from ..records import RunInfo, RunMetrics, StepRecord
+from ..stores import Store
+from ..timeline import HEAD, Timeline
+
+__all__ = [
+    "diff",
+    "graph",
+    "list_runs",
+    "metrics",
+    "run_detail",
+    "step_detail",
+    "store_info",
+]
+
+JOURNAL, TIMELINE, LANGGRAPH = "journal", "timeline", "langgraph"
+
+
+run_sources = _sources.run_sources
+
+
+def all_runs(store: Store, limit: int) -> list[tuple[str, RunInfo]]:
+    """`(source, run)` of the store and the run sources, most recently updated first."""
+    return [(v.source, v.info) for v in _sources.all_runs(store, limit)]
+
+
+def run_steps(store: Store, run_id: str) -> tuple[str, list[StepRecord]]:
+    """`(source, steps)` of a run."""
+    where, steps = _sources.run_steps(store, run_id)
+    return where.name, steps
+
+
+def step_json(s: StepRecord, *, output: bool = False) -> dict[str, Any]:
+    """A step as the CLI prints it, with its Unix `created_at` (the pages format times)."""
+    return _views.step_json(s, s.step_id, output=output) | {"created_at": s.created_at}
+
+
+def _node_json(n: Any) -> dict[str, Any]:
+    return _views._node_json(n, {})
+
+
+def safe_url(url: str) -> str:
+    """The store URL without its password (it is shown in the page)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def store_info(store: Store) -> dict[str, Any]:
+    """What the header shows: the store (no secrets) and the installed run sources."""
+    return {
+        "url": safe_url(store.url),
+        "namespace": store.namespace,
+        "sources": [getattr(s, "name", type(s).__name__) for s in run_sources()],
+    }
+
+
+def _status(store: Store, info: RunInfo, source: str) -> str:
+    if source != "agentrewind":
+        return "completed"
+    if info.status == "running":
+        # A store that can tell whether the lease is still held says `crashed` for a run whose
+        # owner is gone; the others can only say `running`.
+        lease = getattr(store, "get_lease", None)
+        if callable(lease) and lease(info.run_id) is None:
+            return "crashed"
+    return info.status
+
+
+def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None) -> dict[str, Any]:
+    kind = LANGGRAPH if source == "langgraph" else JOURNAL
+    if source == "agentrewind" and store.get_heads(info.run_id):
+        kind = TIMELINE
+    elif source not in ("agentrewind", "langgraph"):
+        kind = source
+    m = info.metrics
+    return {
+        "run_id": info.run_id,
+        "source": source,
+        "kind": kind,
+        "status": _status(store, info, source),
+        "steps": m.steps if steps is None else steps,
+        "replay_hits": m.replay_hits,
+        "tokens_saved": m.tokens_saved,
+        "seconds_saved": m.seconds_saved,
+        "failures": m.failures,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+    }
+
+
+def list_runs(store: Store, limit: int = 500) -> list[dict[str, Any]]:
+    """Every run of the store and of the run sources, most recently updated first."""
+    out = []
+    for source, info in all_runs(store, limit):
+        row = _run_json(store, source, info)
+        if row["kind"] in (TIMELINE, LANGGRAPH) and not row["steps"]:
+            row["steps"] = len(run_steps(store, info.run_id)[1])  # checkpoints are not calls
+        out.append(row)
+    return out
+
+
+def _find(store: Store, run_id: str) -> tuple[str, RunInfo, list[StepRecord]]:
+    source, steps = run_steps(store, run_id)
+    if source == "agentrewind":
+        info = store.get_run(run_id)
+    else:  # the source's own listing knows the thread's times
+        listed = [r for src, r in all_runs(store, 10_000) if src == source and r.run_id == run_id]
+        info = listed[0] if listed else None
+    if info is None:
+        when = [s.created_at for s in steps] or [0.0]
+        info = RunInfo(run_id, "completed", min(when), max(when))
+    return source, info, steps
+
+
+def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
+    """Calls on a time axis: each executed call, and the replays noted on the record after them."""
+    by_key = {s.key: s for s in steps}
+    rows: list[dict[str, Any]] = []
+    noted = 0
+    for s in steps:
+        meta = s.meta
+        duration = float(meta.get("duration", 0.0) or 0.0)
+        end = s.created_at  # a completed record is written when the call returns
+        start = float(meta.get("started_at", end)) if s.status == "started" else end - duration
+        replayed = meta.get("replayed") or []
+        noted += int(meta.get("replayed_count", len(replayed)) or 0)
+        for key in replayed:
+            original = by_key.get(key)
+            rows.append(
+                {
+                    "step_id": original.step_id if original else None,
+                    "kind": original.kind if original else key.split(":", 1)[0],
+                    "name": original.name if original else key,
+                    "outcome": "replayed",
+                    "start": start,
+                    "end": start,
+                    "duration": 0.0,
+                    "seconds_saved": float(original.meta.get("duration", 0.0) or 0.0)
+                    if original
+                    else 0.0,
+                    "tokens": int(original.meta.get("tokens", 0) or 0) if original else 0,
+                }
+            )
+        outcome = {"completed": "executed", "failed": "failed", "started": "started"}[s.status]
+        error = meta.get("error")
+        rows.append(
+            {
+                "step_id": s.step_id,
+                "seq": s.seq,
+                "kind": s.kind,
+                "name": s.meta.get("description") or s.name,
+                "outcome": outcome,
+                "start": start,
+                "end": end if s.status != "started" else start,  # never finished
+                "duration": duration,
+                "tokens": int(meta.get("tokens", 0) or 0),
+                "diverged": bool(meta.get("diverged")),
+                "error": f"{error.get('type', 'Error')}: {error.get('message', '')}"
+                if isinstance(error, dict)
+                else None,
+            }
+        )
+    counts = {o: sum(r["outcome"] == o for r in rows) for o in ("executed", "replayed")}
+    counts |= {
+        "failed": sum(r["outcome"] == "failed" for r in rows),
+        "started": sum(r["outcome"] == "started" for r in rows),
+        "replayed_unplaced": max(0, metrics.replay_hits - noted),
+    }
+    return {"rows": rows, "counts": counts}
+
+
+def run_detail(store: Store, run_id: str) -> dict[str, Any]:
+    """A run and its calls as a waterfall (each row links to its step by id).
+
+    Raises:
+        RunNotFoundError: No store or run source knows the run.
+    """
+    source, info, steps = _find(store, run_id)
+    run = _run_json(store, source, info, steps=None)
+    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    return {
+        "run": run,
+        "heads": heads,
+        "waterfall": _waterfall(steps, info.metrics),
+    }
+
+
+def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
+    """One step with its output; a run source may add more (LangGraph: channel values).
+
+    Raises:
+        RunNotFoundError: The run or the step does not exist.
+    """
+    source, _, steps = _find(store, run_id)
+    for s in steps:
+        if s.step_id == step_id:
+            data = step_json(s, output=True)
+            break
+    else:
+        raise RunNotFoundError(f"run {run_id!r} has no step {step_id!r}")
+    for plugin in run_sources():
+        detail = getattr(plugin, "step_detail", None)
+        if getattr(plugin, "name", None) == source and callable(detail):
+            data["detail"] = detail(store, run_id, step_id)
+    return data
+
+
+def graph(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's steps as a graph: nodes with parent links, merges, branch heads."""
+    source, _, steps = _find(store, run_id)
+    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    timeline = source == "agentrewind" and any(s.kind == "checkpoint" for s in steps)
+    if timeline:
+        tl = Timeline(run_id, store=store, events=False)
+        nodes = tl.tree_nodes()
+        branches = [b.to_dict() for b in tl.list_branches()]
+    else:
+        nodes = _generic_nodes(steps, heads)
+        branches = []
+    at = {s.step_id: s for s in steps}
+    out = []
+    for n in nodes:
+        node = _node_json(n)
+        s = at.get(n.id)
+        node["seq"] = s.seq if s else 0
+        node["created_at"] = s.created_at if s else 0.0
+        node["kind"] = s.kind if s else ""
+        if s is not None and "confidence" in s.meta:
+            node["confidence"] = s.meta["confidence"]
+        out.append(node)
+    current = heads.get(HEAD)
+    return {"kind": TIMELINE if timeline else source, "nodes": out, "branches": branches,
+            "heads": {b: h for b, h in heads.items() if b != HEAD}, "current": current}  # fmt: skip
+
+
+def diff(store: Store, run_id: str, a: str, b: str) -> dict[str, Any]:
+    """Two steps' outputs (states) and what changed between them.
+
+    Raises:
+        RunNotFoundError: The run or a step does not exist.
+    """
+    left, right = step_detail(store, run_id, a), step_detail(store, run_id, b)
+
+    def state(step: dict[str, Any]) -> Any:
+        detail = step.get("detail")
+        if isinstance(detail, dict) and "channel_values" in detail:
+            return detail["channel_values"]
+        return step["output"]
+
+    return {"a": left, "b": right, "changes": diff_states(state(left), state(right))}
+
+
+def metrics(store: Store, run_id: str | None = None, limit: int = 500) -> dict[str, Any]:
+    """Totals and per-run series (for charts) of the store, or of one run.
+
+    Raises:
+        RunNotFoundError: `run_id` names no run.
+    """
+    if run_id is not None:
+        runs = [r for r in list_runs(store, limit) if r["run_id"] == run_id]
+        if not runs:
+            raise RunNotFoundError(f"no run {run_id!r} in this store")
+    else:
+        runs = list_runs(store, limit)
+    total = {k: sum(r[k] for r in runs) for k in ("steps", "replay_hits", "tokens_saved",
+                                                  "seconds_saved", "failures")}  # fmt: skip
+    series = sorted(runs, key=lambda r: r["updated_at"])
+    return {"runs": len(runs), "total": total, "series": series}
