@@ -179,7 +179,8 @@ def test_read_commands_create_nothing_and_fail_clearly(url: str, tmp_path: Path)
     work = tmp_path / "empty"
     work.mkdir()
     typo = tmp_path / "typo" / "dir" / "x.db"
-    agentrewind.connect(url).close()
+    if url.startswith("sqlite"):
+        agentrewind.connect(url).close()  # an existing, empty store
     results = batch(
         ["runs"],
         ["--store", f"sqlite:///{typo}", "runs"],

@@ -62,7 +62,7 @@ def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
     from ..stores import default_url
 
     scheme = (url or default_url()).split("://", 1)[0].lower()
-    if scheme == "sqlite":
+    if scheme in ("sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster"):
         return connect(url, namespace=ns, read_only=True)
     return connect(url, namespace=ns)
 

@@ -14,7 +14,7 @@ from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _redis_keys as K
 from ._base import LeaseResult, Store, lease_owner_is_dead
-from ._redis_migrate import check_layout
+from ._redis_migrate import check_layout, holds_layout_1
 
 try:
     import redis as _redis
@@ -54,6 +54,8 @@ class RedisStore(Store):
             timed-out command is not sent again, since it may have been applied).
         migrate: Move the keys of a store written by an older key layout (stop the old
             version's processes first); without it such a store raises `SchemaVersionError`.
+        read_only: Write nothing on connect (no schema or layout marker); for readers such as
+            the CLI's read commands.
     """
 
     scheme = "redis"
@@ -67,8 +69,10 @@ class RedisStore(Store):
         cluster: bool | None = None,
         socket_timeout: float = 5.0,
         migrate: bool = False,
+        read_only: bool = False,
     ) -> None:
         super().__init__(url=redact(url), namespace=namespace)
+        self.read_only = read_only
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"Redis key prefix {prefix!r} must not hold '{{' or '}}'")
         _check_db(url)
@@ -172,7 +176,8 @@ class RedisStore(Store):
         key = K.SCHEMA_KEY.format(prefix=self.prefix)
         # 1 until a namespace is migrated from layout 1 (see `_redis_migrate`): processes of
         # agentrewind 0.1 sharing the server keep working on namespaces they own.
-        self.client.set(key, 1, nx=True)
+        if not self.read_only:
+            self.client.set(key, 1, nx=True)
         raw = self.client.get(key)
         current = int(raw) if raw is not None else 1
         if current > K.REDIS_SCHEMA_VERSION:
@@ -180,6 +185,15 @@ class RedisStore(Store):
                 f"Redis at {self.url} (prefix {self.prefix!r}) has schema version {current}; this "
                 f"agentrewind knows up to {K.REDIS_SCHEMA_VERSION}: upgrade agentrewind"
             )
+        if self.read_only:  # refuse old-layout data as check_layout does, marking nothing
+            if int(self.client.get(K.namespace_key(self.prefix, self.namespace, "layout")) or 0) < (
+                K.REDIS_SCHEMA_VERSION
+            ) and holds_layout_1(self.client, self.prefix, self.namespace):
+                raise SchemaVersionError(
+                    f"Redis at {self.url}: namespace {self.namespace!r} holds runs stored with "
+                    "key layout 1: connect once with migrate=True (?migrate=1) to move the keys"
+                )
+            return
         check_layout(
             self.client,
             self.prefix,
