@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from workflows import Context, Workflow
+from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import JsonSerializer
 from workflows.plugins.basic import JournalRecord, basic_runtime
 from workflows.runtime.control_loop.reduce import _reduce_tick
@@ -44,6 +45,10 @@ def describe_tick(tick: WorkflowTick) -> str:
 def step_succeeded(tick: TickStepResult) -> bool:
     """Whether a step result tick carries no failure (its writes may become durable)."""
     return not any(getattr(r, "type", None) == "failed" for r in tick.result)
+
+
+def _tick_index(record: StepRecord) -> int:
+    return int(record.key[len(TICK_PREFIX) :])
 
 
 def tick_record(run: Run, index: int, name: str, output: dict[str, Any]) -> StepRecord:
@@ -81,6 +86,10 @@ class Journal:
     """The journal ends with a completed run."""
     settled_calls: list[StepRecord] = dataclasses.field(default_factory=list)
     """LLM/tool call records made by steps whose result is journaled before the cut."""
+    first: int = 0
+    """The sequence number of the first kept tick (the base's `journal_seq`, else 0)."""
+    base: dict[str, Any] | None = None
+    """The snapshot (without state) of the explicit context the run started from."""
 
     @property
     def resumable(self) -> bool:
@@ -88,28 +97,43 @@ class Journal:
 
     @classmethod
     def load(
-        cls, steps: list[StepRecord], workflow: Workflow, serializer: JsonSerializer
+        cls,
+        steps: list[StepRecord],
+        workflow: Workflow,
+        serializer: JsonSerializer,
+        *,
+        fresh: bool = False,
     ) -> Journal:
         """Read the run's tick records and cut them where the run stopped for good.
 
         A crash leaves no terminal tick: everything journaled replays and the steps that were
         in flight run again. A failure, a cancellation or a completion is a terminal tick: the
         cut drops it, so the failed step runs again on the state from before it (a completed
-        run starts over, its LLM and tool calls replaying from the journal).
+        run starts over, its LLM and tool calls replaying from the journal). A run started
+        from an explicit context journals that context's snapshot (`base`) with its first
+        tick; its ticks replay on top of it. With `fresh`, every tick record is stale: the
+        caller starts the journal again (from an explicit context).
         """
         records = [r for r in steps if r.key.startswith(TICK_PREFIX) and not r.meta.get("dropped")]
-        records.sort(key=lambda r: int(r.key[len(TICK_PREFIX) :]))
+        records.sort(key=_tick_index)
+        if fresh:
+            return cls(stale=records)
+        first = _tick_index(records[0]) if records else 0
+        base = records[0].output.get("base") if records else None
+        if base is None:
+            first = 0
         kept: list[StepRecord] = []
         for i, record in enumerate(records):
-            if int(record.key[len(TICK_PREFIX) :]) != i:
+            if _tick_index(record) != first + i:
                 break
             kept.append(record)
         cut, finished, settled = cls._find_cut(
-            [r.output["tick"] for r in kept], workflow, serializer
+            [r.output["tick"] for r in kept], workflow, serializer, base
         )
         if finished:
             cut, settled = 0, set()
-        journal = cls(finished=finished, stale=records[cut:])
+        journal = cls(finished=finished, stale=records[cut:], first=first)
+        journal.base = base if cut else None
         journal.settled_calls = [
             r for r in steps if r.kind in ("llm", "tool") and r.meta.get("invocation") in settled
         ]
@@ -124,9 +148,16 @@ class Journal:
 
     @staticmethod
     def _find_cut(
-        ticks: list[str], workflow: Workflow, serializer: JsonSerializer
+        ticks: list[str],
+        workflow: Workflow,
+        serializer: JsonSerializer,
+        base: dict[str, Any] | None,
     ) -> tuple[int, bool, set[str]]:
-        state = BrokerState.from_workflow(workflow)
+        if base is None:
+            state = BrokerState.from_workflow(workflow)
+        else:
+            parsed = SerializedContext.from_dict_auto(base, serializer)
+            state = BrokerState.from_serialized(parsed, workflow, serializer)
         settled: set[str] = set()
         for i, data in enumerate(ticks):
             tick = decode_tick(serializer, data)
@@ -151,8 +182,10 @@ class Journal:
 
     def context(self, workflow: Workflow, serializer: JsonSerializer) -> Context:
         """A context that continues the run: the replayed broker state plus the committed state."""
-        records = [JournalRecord(seq=i, data=data) for i, data in enumerate(self.ticks)]
-        restored = basic_runtime.restore(workflow, None, records, serializer=serializer)
+        records = [
+            JournalRecord(seq=self.first + i, data=data) for i, data in enumerate(self.ticks)
+        ]
+        restored = basic_runtime.restore(workflow, self.base, records, serializer=serializer)
         snapshot = restored.to_dict(serializer, include_state=False)
         if self.state is not None:
             snapshot["state"] = self.state

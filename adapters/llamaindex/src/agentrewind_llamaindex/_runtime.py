@@ -21,7 +21,13 @@ from workflows.runtime.runtime_decorators import (
     BaseRuntimeDecorator,
 )
 from workflows.runtime.types.internal_state import BrokerState
-from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter, Runtime
+from workflows.runtime.types.plugin import (
+    ExternalRunAdapter,
+    InternalRunAdapter,
+    Runtime,
+    SnapshottableAdapter,
+    V2RuntimeCompatibilityShim,
+)
 from workflows.runtime.types.ticks import (
     TickAddEvent,
     TickSessionStart,
@@ -57,6 +63,9 @@ class RunState:
     proxy: StepScopedStore | None = None
     closed: bool = False
     started: bool = False
+    base: dict[str, Any] | None = None
+    """The snapshot (without state) of an explicit context the run started from, journaled
+    with the run's first tick so a resume replays the ticks on top of it."""
 
     def store_for(self, live: Any) -> Any:
         if live is None:
@@ -85,6 +94,8 @@ class RunState:
             self.memories.commit(None, True)
         events = self.stream_buffers.pop(None, []) + events
         output: dict[str, Any] = {"tick": self.serializer.serialize(tick)}
+        if self.base is not None:
+            output["base"], self.base = self.base, None
         if self.durable.changed:
             output["state"] = self.durable.data
             self.durable.changed = False
@@ -187,6 +198,58 @@ class _ExternalAdapter(BaseExternalRunAdapterDecorator):
             abort()  # frees the run id in the inner runtime so the same process can resume it
 
 
+class _SnapshottableMixin(SnapshottableAdapter):
+    """Forwards `ctx.to_dict()`'s snapshot reads to the decorated adapter."""
+
+    _decorated: Any
+
+    @property
+    def init_state(self) -> BrokerState:
+        state: BrokerState = self._decorated.init_state
+        return state
+
+    def replay(self) -> list[WorkflowTick]:
+        ticks: list[WorkflowTick] = self._decorated.replay()
+        return ticks
+
+
+class _V2ShimMixin(V2RuntimeCompatibilityShim):
+    """Forwards `is_running`, `handler.cancel()` and `get_result_or_none` (v2 handler API)."""
+
+    _decorated: Any
+
+    def get_result_or_none(self) -> Any:
+        return self._decorated.get_result_or_none()
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self._decorated.is_running)
+
+    def abort(self) -> None:
+        self._decorated.abort()
+
+
+_EXTERNAL_CLASSES: dict[tuple[bool, bool], type[_ExternalAdapter]] = {}
+
+
+def _external_adapter(decorated: ExternalRunAdapter, state: RunState) -> _ExternalAdapter:
+    """Our external adapter, with the optional interfaces the decorated adapter has.
+
+    The framework checks them with `isinstance` (`as_snapshottable_adapter`, ...): a wrapper
+    that hid them would make `ctx.to_dict()`, `ctx.is_running` and `handler.cancel()` fail.
+    """
+    flags = (
+        isinstance(decorated, SnapshottableAdapter),
+        isinstance(decorated, V2RuntimeCompatibilityShim),
+    )
+    cls = _EXTERNAL_CLASSES.get(flags)
+    if cls is None:
+        mixins = [m for m, on in zip((_SnapshottableMixin, _V2ShimMixin), flags) if on]
+        cls = type("_ExternalAdapter", (_ExternalAdapter, *mixins), {})
+        _EXTERNAL_CLASSES[flags] = cls
+    return cls(decorated, state)
+
+
 class RewindRuntime(BaseRuntimeDecorator):
     """Wraps a workflow's runtime so runs started by `RewindWorkflow.run` are journaled.
 
@@ -224,7 +287,7 @@ class RewindRuntime(BaseRuntimeDecorator):
         adapter = super().run_workflow(
             run_id, workflow, init_state, start_event, serialized_state, serializer
         )
-        return adapter if state is None else _ExternalAdapter(adapter, state)
+        return adapter if state is None else _external_adapter(adapter, state)
 
     def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
         adapter = super().get_internal_adapter(workflow)
@@ -234,4 +297,4 @@ class RewindRuntime(BaseRuntimeDecorator):
     def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
         adapter = super().get_external_adapter(run_id)
         state = self._runs.get(run_id)
-        return adapter if state is None else _ExternalAdapter(adapter, state)
+        return adapter if state is None else _external_adapter(adapter, state)

@@ -101,35 +101,33 @@ class RewindWorkflow:
         """The wrapped workflow."""
         return self._workflow
 
-    def run(
-        self,
-        ctx: Context | None = None,
-        start_event: Any = None,
-        run_id: str | None = None,
-        **kwargs: Any,
-    ) -> WorkflowHandler:
-        """Start a run, or resume the unfinished run `run_id`.
+    def run(self, *args: Any, **kwargs: Any) -> WorkflowHandler:
+        """Start a run, or resume the unfinished run `run_id`; takes what the workflow's `run` takes.
 
         With the id of a run that crashed, the journal replays and the steps that were in
         flight run again; after a failed step, that step runs again on the `ctx.store` state
         from before it. LLM and tool calls that completed replay from the journal. Start
-        arguments are ignored when a run resumes.
+        arguments are used as the workflow uses them: ignored when a run resumes.
+
+        Every argument goes to the wrapped workflow's `run` (agents take `user_msg`,
+        `chat_history`, `memory`, ...). An explicit `ctx` (a `Context` from an earlier run,
+        or from `Context.from_dict`) is honoured as the workflow would: the run continues
+        from it, and its journal starts from that context.
 
         Args:
-            ctx: An explicit context (skips the journal lookup, the run is still journaled).
-            start_event: The start event of a new run.
-            run_id: The run to start or resume (default: a new id, see `handler.run_id`).
-            **kwargs: Start event fields of a new run.
+            *args: Positional arguments of the workflow's `run`.
+            **kwargs: Keyword arguments of the workflow's `run`; `run_id` names the run to
+                start or resume (default: a new id, see `handler.run_id`).
 
         Raises:
             RunLockedError: Another live process drives this run.
         """
         install_call_hooks()
-        run_id = run_id or new_id()
+        run_id = kwargs.pop("run_id", None) or new_id()
         scope = _RunScope(self._middleware.run(run_id))
         run = scope.enter()
         try:
-            handler = self._start(scope, run, ctx, start_event, run_id, kwargs)
+            handler = self._start(scope, run, run_id, args, kwargs)
         except BaseException as exc:
             self._runtime.forget(run_id)
             scope.exit(exc)
@@ -140,15 +138,16 @@ class RewindWorkflow:
         self,
         scope: _RunScope,
         run: Run,
-        ctx: Context | None,
-        start_event: Any,
         run_id: str,
+        args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> WorkflowHandler:
         wf = self._workflow
         memories = MemoryRegistry(Serializer(allowed_types=()))
         serializer = RewindSerializer(_base_serializer(wf), memories)
-        journal = Journal.load(run.records(), wf, serializer)
+        explicit = _explicit_context(args, kwargs)
+        # An explicit context says where the run continues: the journal starts again from it.
+        journal = Journal.load(run.records(), wf, serializer, fresh=explicit is not None)
         if journal.stale:
             run.middleware.store.put_steps(
                 [
@@ -160,8 +159,11 @@ class RewindWorkflow:
             )
         journal.settle_calls(run)
         memories.restore(journal.memories)
-        if ctx is None and journal.resumable:
-            ctx = journal.context(wf, serializer)
+        base = None
+        if explicit is not None:
+            base = explicit.to_dict(serializer, include_state=False)
+        elif journal.resumable:
+            kwargs["ctx"] = journal.context(wf, serializer)
         replay = [serializer.deserialize(e) for e in journal.events]
 
         async def on_close(exc: BaseException | None) -> None:
@@ -178,9 +180,16 @@ class RewindWorkflow:
             next_tick=0,
             replay_events=replay,
             on_close=on_close,
+            base=base,
         )
         self._runtime.prepare(run_id, state)
         scope.call(ACTIVE_MEMORIES.set, memories)  # the run's steps log memory writes here
-        if ctx is None:
-            return scope.call(wf.run, start_event=start_event, run_id=run_id, **kwargs)
-        return scope.call(wf.run, ctx=ctx, run_id=run_id)
+        return scope.call(wf.run, *args, run_id=run_id, **kwargs)
+
+
+def _explicit_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Context | None:
+    """The `Context` the caller passed to `run` (by keyword or position), if any."""
+    ctx = kwargs.get("ctx")
+    if isinstance(ctx, Context):
+        return ctx
+    return next((a for a in args if isinstance(a, Context)), None)
