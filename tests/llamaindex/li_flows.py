@@ -352,6 +352,56 @@ class MemoryFlow(Workflow):
         return StopEvent(result=sorted(str(m.content) for m in await memory.aget_all()))
 
 
+# -- 8. four parallel workers incrementing with edit_state, edits and returns in opposite order --
+class Work(Event):
+    i: int
+
+
+class Worked(Event):
+    i: int
+
+
+class Increments(Workflow):
+    """Worker `killed` is SIGKILLed once the other three finished (crash point "increment").
+
+    With `killed=0` it edits first, with `killed=3` last; the others return in the reverse of
+    the order they edited in, so commit order and edit order disagree.
+    """
+
+    killed: int = 0
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Work | None:
+        for i in range(4):
+            ctx.send_event(Work(i=i))
+        return None
+
+    @step(num_workers=4)
+    async def work(self, ctx: Context, ev: Work) -> Worked:
+        await asyncio.sleep(0.05 * ev.i)  # worker i edits i-th
+        async with ctx.store.edit_state() as state:
+            state["count"] = state.get("count", 0) + 1
+        note(f"edit:{ev.i}")
+        if ev.i == self.killed:
+            await asyncio.sleep(0.8)  # the other three return and are journaled meanwhile
+            crash_point("increment")
+        else:
+            await asyncio.sleep(0.45 - 0.1 * ev.i)  # returns in reverse edit order
+        return Worked(i=ev.i)
+
+    @step
+    async def total(self, ctx: Context, ev: Worked) -> StopEvent | None:
+        if ctx.collect_events(ev, [Worked] * 4) is None:
+            return None
+        return StopEvent(result={"count": await ctx.store.get("count")})
+
+
+def increments(killed: int) -> Increments:
+    wf = Increments(timeout=30)
+    wf.killed = killed
+    return wf
+
+
 # -- the subprocess driver ------------------------------------------------------------------------
 async def _memory_dump(handler: Any) -> list[list[str]]:
     memory = await handler.ctx.store.get("memory")
@@ -376,6 +426,9 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
             handler = mw.wrap(agent()).run(user_msg="What is (2+3)*4?", run_id=run_id)
             result = await handler
             return {"result": str(result), "memory": await _memory_dump(handler)}
+        if scenario.startswith("increments-"):
+            wf = increments(int(scenario.rsplit("-", 1)[1]))
+            return {"result": await mw.wrap(wf).run(run_id=run_id)}
         if scenario == "memory":
             return {"result": await mw.wrap(MemoryFlow(timeout=30)).run(run_id=run_id, topic="hi")}
         if scenario == "team":

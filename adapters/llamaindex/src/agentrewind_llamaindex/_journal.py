@@ -25,6 +25,8 @@ from workflows.runtime.types.ticks import TickStepResult, WorkflowTick, Workflow
 from agentrewind import Run, StepRecord
 from agentrewind.adapters import new_id
 
+from ._serializer import unstorable_error, unstorable_paths
+
 __all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record"]
 
 TICK_PREFIX = "llamaindex:tick#"
@@ -187,6 +189,9 @@ class Journal:
         ]
         restored = basic_runtime.restore(workflow, self.base, records, serializer=serializer)
         snapshot = restored.to_dict(serializer, include_state=False)
+        missing = unstorable_paths(self.state)
+        if missing:
+            raise unstorable_error(missing)
         if self.state is not None:
             snapshot["state"] = self.state
         return Context.from_dict(workflow, snapshot, serializer=serializer)

@@ -38,7 +38,8 @@ from workflows.runtime.types.ticks import (
 from agentrewind import Run, StepRecord
 
 from ._journal import describe_tick, step_succeeded, tick_record
-from ._memory import MemoryRegistry, RewindSerializer
+from ._memory import MemoryRegistry
+from ._serializer import RewindSerializer
 from ._state import DurableState, StepScopedStore, current_invocation
 
 __all__ = ["RewindRuntime", "RunState"]
@@ -244,7 +245,7 @@ def _external_adapter(decorated: ExternalRunAdapter, state: RunState) -> _Extern
     )
     cls = _EXTERNAL_CLASSES.get(flags)
     if cls is None:
-        mixins = [m for m, on in zip((_SnapshottableMixin, _V2ShimMixin), flags) if on]
+        mixins = [m for m, on in zip((_SnapshottableMixin, _V2ShimMixin), flags, strict=True) if on]
         cls = type("_ExternalAdapter", (_ExternalAdapter, *mixins), {})
         _EXTERNAL_CLASSES[flags] = cls
     return cls(decorated, state)

@@ -18,8 +18,9 @@ from agentrewind.adapters import new_id
 
 from ._calls import install_call_hooks
 from ._journal import Journal
-from ._memory import ACTIVE_MEMORIES, MemoryRegistry, RewindSerializer
+from ._memory import ACTIVE_MEMORIES, MemoryRegistry
 from ._runtime import RewindRuntime, RunState
+from ._serializer import RewindSerializer
 from ._state import DurableState
 
 __all__ = ["RewindWorkflow"]
@@ -69,8 +70,9 @@ class RewindWorkflow:
 
     Args:
         middleware: Where runs are journaled.
-        workflow: The workflow, agent or `AgentWorkflow`; its runtime is replaced by a
-            `RewindRuntime` around it, so it must not have run yet.
+        workflow: The workflow, agent or `AgentWorkflow`; its runtime (the default one, or
+            an explicit runtime it is registered on, launched or not) is decorated by a
+            `RewindRuntime`, which journals the runs started through this wrapper.
     """
 
     def __init__(self, middleware: Middleware, workflow: Workflow) -> None:
@@ -78,13 +80,13 @@ class RewindWorkflow:
             raise TypeError(f"expected a llama-index Workflow, got {type(workflow).__name__}")
         runtime = workflow.runtime
         if not isinstance(runtime, RewindRuntime):
-            try:
-                runtime = RewindRuntime(runtime)
+            runtime = RewindRuntime(runtime)
+            if workflow._runtime_locked:
+                # Registered on a launched runtime (or run before): the decorator forwards
+                # registration to that runtime, so only the adapters it hands out change.
+                workflow._runtime = runtime
+            else:
                 workflow._switch_runtime(runtime)
-            except RuntimeError as exc:
-                raise RuntimeError(
-                    "wrap the workflow before its first run: its runtime is locked once it runs"
-                ) from exc
         self._middleware = middleware
         self._workflow = workflow
         self._runtime = runtime
@@ -102,7 +104,7 @@ class RewindWorkflow:
         return self._workflow
 
     def run(self, *args: Any, **kwargs: Any) -> WorkflowHandler:
-        """Start a run, or resume the unfinished run `run_id`; takes what the workflow's `run` takes.
+        """Start a run, or resume the unfinished run `run_id`: the workflow's `run` arguments.
 
         With the id of a run that crashed, the journal replays and the steps that were in
         flight run again; after a failed step, that step runs again on the `ctx.store` state
@@ -144,7 +146,13 @@ class RewindWorkflow:
     ) -> WorkflowHandler:
         wf = self._workflow
         memories = MemoryRegistry(Serializer(allowed_types=()))
-        serializer = RewindSerializer(_base_serializer(wf), memories)
+        own = wf.serializer
+        serializer = RewindSerializer(
+            _base_serializer(wf),
+            memories,
+            run.middleware.serializer,
+            own if isinstance(own, PickleSerializer) else None,
+        )
         explicit = _explicit_context(args, kwargs)
         # An explicit context says where the run continues: the journal starts again from it.
         journal = Journal.load(run.records(), wf, serializer, fresh=explicit is not None)
