@@ -34,7 +34,7 @@ from workflows.events import (
 
 from agentrewind_llamaindex import Middleware
 
-SIDE = {"file": None, "crash": None}
+SIDE: dict[str, Any] = {"file": None, "crash": None}
 
 
 def note(what: str) -> None:
@@ -42,6 +42,21 @@ def note(what: str) -> None:
     if SIDE["file"]:
         with open(SIDE["file"], "a") as f:
             f.write(what + "\n")
+
+
+def snapshot_point(name: str, url: str) -> None:
+    """Copy a SQLite store as it is at this instant (what a process dying here leaves behind).
+
+    Synchronous, so nothing else in this process runs in between.
+    """
+    if SIDE["crash"] == f"snapshot:{name}" and url.startswith("sqlite:///"):
+        import sqlite3
+
+        path = url.removeprefix("sqlite:///").split("?", 1)[0]
+        src, dst = sqlite3.connect(path), sqlite3.connect(path + ".at-" + name)
+        src.backup(dst)
+        src.close()
+        dst.close()
 
 
 def crash_point(name: str) -> None:
@@ -439,12 +454,20 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
                 "agent": result.current_agent_name,
                 "memory": await _memory_dump(handler),
             }
+        if scenario == "hitl-leave":
+            # the caller takes the question and goes away (the process ends normally)
+            handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
+            async for ev in handler.stream_events():
+                if isinstance(ev, InputRequiredEvent):
+                    return {"prompts": [ev.prefix]}
         if scenario in ("hitl-ask", "hitl-answer"):
             handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
             prompts = []
             async for ev in handler.stream_events():
                 if isinstance(ev, InputRequiredEvent):
                     prompts.append(ev.prefix)
+                    snapshot_point("prompted", url)
+                    crash_point("prompted")  # the process dies as the question arrives
                     if scenario == "hitl-ask":
                         await handler.cancel_run()  # the process goes away while the run waits
                         break

@@ -3,7 +3,7 @@
 Each tick the control loop reduces becomes one step record (`kind="node"`), keyed
 `llamaindex:tick#<seq>`, whose output holds the encoded tick (the exact `BasicRuntime.journal()`
 encoding, so `BasicRuntime.restore` replays it) plus, when they changed, the committed
-`ctx.store` state, the agent memories and the stream events the tick made durable. One record
+`ctx.store` state, the agent memories and the stream events of the step it ends. One record
 is one atomic store write.
 """
 
@@ -16,9 +16,15 @@ from typing import Any
 from workflows import Context, Workflow
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import JsonSerializer
+from workflows.events import Event
 from workflows.plugins.basic import JournalRecord, basic_runtime
 from workflows.runtime.control_loop.reduce import _reduce_tick
-from workflows.runtime.types.commands import CommandCompleteRun, CommandFailWorkflow, CommandHalt
+from workflows.runtime.types.commands import (
+    CommandCompleteRun,
+    CommandFailWorkflow,
+    CommandHalt,
+    CommandPublishEvent,
+)
 from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.ticks import TickStepResult, WorkflowTick, WorkflowTickAdapter
 
@@ -80,8 +86,9 @@ class Journal:
     """Committed `ctx.store` state at the cut (the `Context.to_dict()["state"]` layout)."""
     memories: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Journaled agent memories at the cut, by reference."""
-    events: list[str] = dataclasses.field(default_factory=list)
-    """Encoded stream events made durable before the cut, in order."""
+    events: list[Event] = dataclasses.field(default_factory=list)
+    """Stream events of the run before the cut, in order: those steps wrote (journaled with
+    their results) and those the control loop published for each tick (derived again)."""
     stale: list[StepRecord] = dataclasses.field(default_factory=list)
     """Tick records at or after the cut: a resumed run overwrites them."""
     finished: bool = False
@@ -129,7 +136,7 @@ class Journal:
             if _tick_index(record) != first + i:
                 break
             kept.append(record)
-        cut, finished, settled = cls._find_cut(
+        cut, finished, settled, published = cls._find_cut(
             [r.output["tick"] for r in kept], workflow, serializer, base
         )
         if finished:
@@ -139,13 +146,14 @@ class Journal:
         journal.settled_calls = [
             r for r in steps if r.kind in ("llm", "tool") and r.meta.get("invocation") in settled
         ]
-        for record in kept[:cut]:
+        for record, loop_events in zip(kept[:cut], published, strict=False):
             out = record.output
             journal.ticks.append(out["tick"])
             if out.get("state") is not None:
                 journal.state = out["state"]
             journal.memories.update(out.get("memories") or {})
-            journal.events.extend(out.get("events") or [])
+            journal.events.extend(serializer.deserialize(e) for e in out.get("events") or [])
+            journal.events.extend(loop_events)
         return journal
 
     @staticmethod
@@ -154,26 +162,33 @@ class Journal:
         workflow: Workflow,
         serializer: JsonSerializer,
         base: dict[str, Any] | None,
-    ) -> tuple[int, bool, set[str]]:
+    ) -> tuple[int, bool, set[str], list[list[Event]]]:
+        """Reduce the ticks up to the first terminal one.
+
+        Returns the cut, whether the run completed, the step invocations whose results are
+        journaled, and the events each tick's commands published.
+        """
         if base is None:
             state = BrokerState.from_workflow(workflow)
         else:
             parsed = SerializedContext.from_dict_auto(base, serializer)
             state = BrokerState.from_serialized(parsed, workflow, serializer)
         settled: set[str] = set()
+        published: list[list[Event]] = []
         for i, data in enumerate(ticks):
             tick = decode_tick(serializer, data)
             state, commands = _reduce_tick(tick, state, time.time())
             for command in commands:
                 if isinstance(command, _TERMINAL):
-                    return i, isinstance(command, CommandCompleteRun), settled
+                    return i, isinstance(command, CommandCompleteRun), settled, published
+            published.append([c.event for c in commands if isinstance(c, CommandPublishEvent)])
             if (
                 isinstance(tick, TickStepResult)
                 and tick.invocation_id is not None
                 and step_succeeded(tick)
             ):
                 settled.add(tick.invocation_id)
-        return len(ticks), False, settled
+        return len(ticks), False, settled, published
 
     def settle_calls(self, run: Run) -> None:
         """Count the calls of journaled steps as consumed.

@@ -3,8 +3,11 @@
 Hook H1+H2 of llamaindex-anchors §4. Its internal adapter writes, in `on_tick` (before the
 tick's commands start the next step), one record holding the tick, the committed `ctx.store`
 state (`_state.DurableState`), the changed committed agent memories (`_memory`) and the
-stream events the tick made durable, in one atomic store write. Stream events published by
-the control loop after a tick are added to that tick's record in `after_tick`.
+stream events the tick's step wrote, in one atomic store write. Events the control loop
+publishes as commands of a tick (a waiter's `InputRequiredEvent`, `StepStateChanged`, ...) are
+not journaled: the tick, durable before its commands run, yields them again when a resume
+reduces it (`Journal.load`), so no stream event reaches the caller before the record that
+holds it is durable.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from workflows.runtime.types.ticks import (
     WorkflowTick,
 )
 
-from agentrewind import Run, StepRecord
+from agentrewind import Run
 
 from ._journal import describe_tick, step_succeeded, tick_record
 from ._memory import MemoryRegistry
@@ -57,10 +60,9 @@ class RunState:
     replay_events: list[Event]
     on_close: Any
     """`async (exc | None) -> None`, called once when the run's result is known."""
-    stream_buffers: dict[str | None, list[str]] = dataclasses.field(default_factory=dict)
+    stream_buffers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     outbox: dict[str, list[TickAddEvent]] = dataclasses.field(default_factory=dict)
     """Events steps sent with `ctx.send_event`, held until the step's result is journaled."""
-    last_record: StepRecord | None = None
     proxy: StepScopedStore | None = None
     closed: bool = False
     started: bool = False
@@ -88,12 +90,11 @@ class RunState:
             ok = step_succeeded(tick)
             self.durable.commit(tick.invocation_id, ok)
             self.memories.commit(tick.invocation_id, ok)
-            popped = self.stream_buffers.pop(tick.invocation_id, [])
+            popped = self.stream_buffers.pop(tick.invocation_id or "", [])
             events = popped if ok else []
         else:
             self.durable.commit(None, True)
             self.memories.commit(None, True)
-        events = self.stream_buffers.pop(None, []) + events
         output: dict[str, Any] = {"tick": self.serializer.serialize(tick)}
         if self.base is not None:
             output["base"], self.base = self.base, None
@@ -107,19 +108,6 @@ class RunState:
             output["events"] = events
         record = tick_record(self.run, self.next_tick, describe_tick(tick), output)
         self.next_tick += 1
-        self.last_record = record
-        await self.run.middleware.store.aput_steps([record])
-
-    async def flush_loop_events(self) -> None:
-        """Add events the control loop published after the last tick to that tick's record."""
-        events = self.stream_buffers.pop(None, [])
-        if not events or self.last_record is None:
-            return
-        record = self.last_record
-        output = dict(record.output)
-        output["events"] = [*(output.get("events") or []), *events]
-        record = dataclasses.replace(record, output=output)
-        self.last_record = record
         await self.run.middleware.store.aput_steps([record])
 
 
@@ -134,9 +122,11 @@ class _InternalAdapter(BaseInternalRunAdapterDecorator):
 
     async def write_to_event_stream(self, event: Event) -> None:
         state = self._state
-        state.stream_buffers.setdefault(current_invocation(), []).append(
-            state.serializer.serialize(event)
-        )
+        invocation = current_invocation()
+        if invocation is not None:  # written by a step: journaled with the step's result
+            state.stream_buffers.setdefault(invocation, []).append(
+                state.serializer.serialize(event)
+            )
         await self._decorated.write_to_event_stream(event)
 
     async def send_event(self, tick: WorkflowTick) -> None:
@@ -165,10 +155,6 @@ class _InternalAdapter(BaseInternalRunAdapterDecorator):
             # Re-emit what the interrupted run had streamed, before any step runs again.
             for event in self._state.replay_events:
                 await self._decorated.write_to_event_stream(event)
-
-    async def after_tick(self, tick: WorkflowTick) -> None:
-        await self._decorated.after_tick(tick)
-        await self._state.flush_loop_events()
 
 
 class _ExternalAdapter(BaseExternalRunAdapterDecorator):

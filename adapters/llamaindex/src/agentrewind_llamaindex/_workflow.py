@@ -172,7 +172,6 @@ class RewindWorkflow:
             base = explicit.to_dict(serializer, include_state=False)
         elif journal.resumable:
             kwargs["ctx"] = journal.context(wf, serializer)
-        replay = [serializer.deserialize(e) for e in journal.events]
 
         async def on_close(exc: BaseException | None) -> None:
             if isinstance(exc, WorkflowCancelledByUser | asyncio.CancelledError):
@@ -186,7 +185,7 @@ class RewindWorkflow:
             durable=DurableState(serializer, journal.state if journal.resumable else None),
             memories=memories,
             next_tick=0,
-            replay_events=replay,
+            replay_events=journal.events,
             on_close=on_close,
             base=base,
         )
