@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from workflows import Workflow
-from workflows.context.serializers import BaseSerializer
+from workflows.context.serializers import BaseSerializer, PickleSerializer
 from workflows.events import Event, StartEvent
 from workflows.runtime.runtime_decorators import (
     BaseExternalRunAdapterDecorator,
@@ -270,7 +270,12 @@ class RewindRuntime(BaseRuntimeDecorator):
         state = self._runs.get(run_id)
         if state is not None:
             state.next_tick = init_state.journal_seq
-            serializer = state.serializer
+            if isinstance(serializer, PickleSerializer):
+                # A context restored with the caller's PickleSerializer: its state decodes
+                # with it, and the journal may fall back to it for what JSON cannot hold.
+                state.serializer.framework = serializer
+            else:
+                serializer = state.serializer
         adapter = super().run_workflow(
             run_id, workflow, init_state, start_event, serialized_state, serializer
         )
