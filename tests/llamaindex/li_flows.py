@@ -417,6 +417,71 @@ def increments(killed: int) -> Increments:
     return wf
 
 
+# -- 9. a streaming workflow: progress events from every step, killed in the middle one --------
+class Progress(Event):
+    msg: str
+
+
+class Halfway(Event):
+    pass
+
+
+class Finishing(Event):
+    pass
+
+
+class Streaming(Workflow):
+    @step
+    async def first(self, ctx: Context, ev: StartEvent) -> Halfway:
+        note("step:first")
+        for i in range(3):
+            ctx.write_event_to_stream(Progress(msg=f"first {i}"))
+        return Halfway()
+
+    @step
+    async def middle(self, ctx: Context, ev: Halfway) -> Finishing:
+        note("step:middle")
+        ctx.write_event_to_stream(Progress(msg="middle"))
+        await asyncio.sleep(0.1)  # the event reaches the caller before the kill
+        crash_point("middle")
+        return Finishing()
+
+    @step
+    async def last(self, ctx: Context, ev: Finishing) -> StopEvent:
+        note("step:last")
+        ctx.write_event_to_stream(Progress(msg="last"))
+        return StopEvent(result="streamed")
+
+
+# -- 10. a step that raises until it is fixed, across processes -------------------------------
+class Checked(Event):
+    total: int
+
+
+class Fragile(Workflow):
+    """`check` raises unless FIX["fixed"]; in a subprocess, the scenario `fragile-broken`."""
+
+    @step
+    async def add(self, ctx: Context, ev: StartEvent) -> Checked:
+        note("step:add")
+        async with ctx.store.edit_state() as state:
+            state["total"] = state.get("total", 0) + 5
+            state["log"] = [*state.get("log", []), "add"]
+        return Checked(total=5)
+
+    @step
+    async def check(self, ctx: Context, ev: Checked) -> StopEvent:
+        note("step:check")
+        async with ctx.store.edit_state() as state:
+            state["total"] = state["total"] * 2
+            state["log"] = [*state["log"], "check"]
+        if not FIX["fixed"]:
+            raise RuntimeError("check is broken")
+        return StopEvent(
+            result={"total": await ctx.store.get("total"), "log": await ctx.store.get("log")}
+        )
+
+
 # -- the subprocess driver ------------------------------------------------------------------------
 async def _memory_dump(handler: Any) -> list[list[str]]:
     memory = await handler.ctx.store.get("memory")
@@ -444,6 +509,16 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
         if scenario.startswith("increments-"):
             wf = increments(int(scenario.rsplit("-", 1)[1]))
             return {"result": await mw.wrap(wf).run(run_id=run_id)}
+        if scenario == "streaming":
+            handler = mw.wrap(Streaming(timeout=30)).run(run_id=run_id)
+            seen = [ev.msg async for ev in handler.stream_events() if isinstance(ev, Progress)]
+            return {"result": await handler, "stream": seen}
+        if scenario.startswith("fragile"):
+            FIX["fixed"] = scenario == "fragile"
+            try:
+                return {"result": await mw.wrap(Fragile(timeout=30)).run(run_id=run_id)}
+            except RuntimeError as exc:
+                return {"error": str(exc)}
         if scenario == "memory":
             return {"result": await mw.wrap(MemoryFlow(timeout=30)).run(run_id=run_id, topic="hi")}
         if scenario == "team":

@@ -245,3 +245,45 @@ async def test_workflow_on_an_explicit_launched_runtime(mw):
     assert await mw.wrap(wrapped).run(run_id="rt-1") == 1
     assert mw.store.get_run("rt-1").status == "completed"
     assert any(s.kind == "node" for s in mw.store.load_steps("rt-1"))
+
+
+# -- a run started from an explicit context resumes from the journal, on top of that context ---
+BROKEN = {"on": False}
+
+
+class Step(Event):
+    pass
+
+
+class Twice(Workflow):
+    runs: list[str] = []
+
+    @step
+    async def bump(self, ctx: Context, ev: StartEvent) -> Step:
+        Twice.runs.append("bump")
+        n = await ctx.store.get("n", default=0)
+        await ctx.store.set("n", n + 1)
+        return Step()
+
+    @step
+    async def report(self, ctx: Context, ev: Step) -> StopEvent:
+        Twice.runs.append("report")
+        if BROKEN["on"]:
+            raise RuntimeError("report is broken")
+        return StopEvent(result=await ctx.store.get("n"))
+
+
+async def test_run_from_an_explicit_context_resumes_on_top_of_it(mw):
+    wf = mw.wrap(Twice(timeout=10))
+    first = wf.run()
+    assert await first == 1
+    BROKEN["on"] = True
+    try:
+        with pytest.raises(RuntimeError, match="broken"):
+            await wf.run(ctx=first.ctx, run_id="again-1")
+    finally:
+        BROKEN["on"] = False
+    Twice.runs.clear()
+    # no context passed: the journal continues the second run from the first run's context
+    assert await wf.run(run_id="again-1") == 2
+    assert Twice.runs == ["report"]
