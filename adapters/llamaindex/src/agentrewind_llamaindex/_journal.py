@@ -144,7 +144,9 @@ class Journal:
         journal = cls(finished=finished, stale=records[cut:], first=first)
         journal.base = base if cut else None
         journal.settled_calls = [
-            r for r in steps if r.kind in ("llm", "tool") and r.meta.get("invocation") in settled
+            r
+            for r in steps
+            if r.kind in ("llm", "tool", "custom") and r.meta.get("invocation") in settled
         ]
         for record, loop_events in zip(kept[:cut], published, strict=False):
             out = record.output

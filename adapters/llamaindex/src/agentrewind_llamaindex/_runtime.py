@@ -66,6 +66,8 @@ class RunState:
     proxy: StepScopedStore | None = None
     closed: bool = False
     started: bool = False
+    answers: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Human-in-the-loop answers used so far in this session, per question (`_waits`)."""
     base: dict[str, Any] | None = None
     """The snapshot (without state) of an explicit context the run started from, journaled
     with the run's first tick so a resume replays the ticks on top of it."""
