@@ -17,7 +17,7 @@ from typing import Any
 
 from workflows import Workflow
 from workflows.context.serializers import BaseSerializer, PickleSerializer
-from workflows.events import Event, StartEvent
+from workflows.events import Event, StartEvent, WorkflowFailedEvent
 from workflows.runtime.runtime_decorators import (
     BaseExternalRunAdapterDecorator,
     BaseInternalRunAdapterDecorator,
@@ -43,7 +43,7 @@ from agentrewind import Run
 from ._journal import describe_tick, step_succeeded, tick_record
 from ._memory import MemoryRegistry
 from ._serializer import RewindSerializer
-from ._state import DurableState, StepScopedStore, current_invocation
+from ._state import DurableState, StepScopedStore, current_invocation, scoped_store
 
 __all__ = ["RewindRuntime", "RunState"]
 
@@ -76,7 +76,7 @@ class RunState:
         if live is None:
             return None
         if self.proxy is None or self.proxy._live is not live:
-            self.proxy = StepScopedStore(live, self.durable)
+            self.proxy = scoped_store(live, self.durable)
         return self.proxy
 
     async def persist(self, tick: WorkflowTick, live: Any) -> None:
@@ -149,7 +149,16 @@ class _InternalAdapter(BaseInternalRunAdapterDecorator):
     async def on_tick(self, tick: WorkflowTick) -> None:
         await self._decorated.on_tick(tick)
         first = not self._state.started
-        await self._state.persist(tick, self._decorated.get_state_store(()))
+        try:
+            await self._state.persist(tick, self._decorated.get_state_store(()))
+        except Exception as exc:
+            # The run fails with the journal's error; a terminal event ends the caller's
+            # stream (without it a consumer of stream_events() would wait forever).
+            name = getattr(getattr(tick, "step_id", None), "name", None) or "journal"
+            await self._decorated.write_to_event_stream(
+                WorkflowFailedEvent(step_name=name, exception=exc)
+            )
+            raise
         if isinstance(tick, TickStepResult) and tick.invocation_id is not None:
             for held in self._state.outbox.pop(tick.invocation_id, []):
                 await self._decorated.send_event(held)

@@ -15,7 +15,9 @@ import logging
 from typing import Any
 
 from llama_index.core.memory.types import BaseMemory
+from pydantic import BaseModel
 from workflows.context.serializers import JsonSerializer, PickleSerializer
+from workflows.context.utils import get_qualified_name
 
 from agentrewind import SerializationError, Serializer
 
@@ -99,6 +101,13 @@ class RewindSerializer(JsonSerializer):
         try:
             out = super().serialize_value(value)
         except Exception:
+            if isinstance(value, BaseModel) and not hasattr(value, "class_name"):
+                try:  # a model (an event, a tick) with a field JSON cannot hold: just that field
+                    dumped = value.model_dump(mode="json", fallback=self._fallback)
+                except Exception:
+                    return self._fallback(value)
+                qualified = get_qualified_name(value)
+                return {"__is_pydantic": True, "value": dumped, "qualified_name": qualified}
             return self._fallback(value)
         if out is value and not _is_json_leaf(value):
             return self._fallback(value)  # the framework leaves unknown objects as they are
@@ -107,7 +116,7 @@ class RewindSerializer(JsonSerializer):
     def _fallback(self, value: Any) -> Any:
         try:
             return {SERDE: self.serde.to_tree(value)}
-        except SerializationError:
+        except Exception:  # SerializationError, or a model that cannot dump itself
             pass
         if self.framework is not None:
             try:

@@ -39,6 +39,7 @@ __all__ = [
     "StepScopedStore",
     "capture_writes",
     "current_invocation",
+    "scoped_store",
 ]
 
 Patch = list[dict[str, Any]]
@@ -174,7 +175,14 @@ class DurableState:
 
 
 class StepScopedStore:
-    """A `ctx.store` that forwards to the live store and reports each write's patch."""
+    """A `ctx.store` that forwards to the live store and reports each write's patch.
+
+    Made with `scoped_store`, it is also an instance of the live store's class sharing the
+    live store's attributes, so code that checks `isinstance(ctx.store, InMemoryStateStore)` or
+    calls a method not overridden here sees the framework's store.
+    """
+
+    __slots__ = ("_durable", "_live")
 
     def __init__(self, live: Any, durable: DurableState) -> None:
         self._live = live
@@ -244,3 +252,23 @@ class StepScopedStore:
     def to_dict(self, serializer: Any) -> dict[str, Any]:
         data: dict[str, Any] = self._live.to_dict(serializer)
         return data
+
+
+_SCOPED_CLASSES: dict[type, type[StepScopedStore]] = {}
+
+
+def scoped_store(live: Any, durable: DurableState) -> StepScopedStore:
+    """A `StepScopedStore` over `live` that is an instance of `type(live)` too."""
+    base = type(live)
+    cls = _SCOPED_CLASSES.get(base)
+    if cls is None:
+        try:
+            cls = type(f"Journaled{base.__name__}", (StepScopedStore, base), {"__slots__": ()})
+        except TypeError:  # a store class that cannot be combined (slots layout)
+            cls = StepScopedStore
+        _SCOPED_CLASSES[base] = cls
+    store = object.__new__(cls)
+    if cls is not StepScopedStore and hasattr(live, "__dict__"):
+        object.__setattr__(store, "__dict__", live.__dict__)  # the live store's attributes
+    StepScopedStore.__init__(store, live, durable)
+    return store
