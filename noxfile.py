@@ -1,4 +1,4 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, bench.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, bench, upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -81,3 +81,21 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/langchain_bench.py")
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
+
+
+@nox.session
+def upstream(session: nox.Session) -> None:
+    """The frameworks' own test suites against wrapped objects (not in the default run).
+
+    Prints the tests that fail wrapped but pass unwrapped, on SQLite and Redis.
+    Pass options to the helpers after `--` (e.g. `-- --tests <workflows-py>/packages/
+    llama-index-workflows/tests`).
+    """
+    sync(session, "redis", "llamaindex", groups=("test", "test-llamaindex"))
+    session.install("time-machine<3")  # imported by llama-index-workflows' runtime tests
+    llamaindex_upstream(session)
+
+
+def llamaindex_upstream(session: nox.Session) -> None:
+    """llama-index-workflows' suite with every workflow wrapped (tests/upstream)."""
+    session.run("python", "tests/upstream/llamaindex_upstream.py", *session.posargs)
