@@ -58,16 +58,17 @@ def describe(patch: Patch, old_at: Callable[[str], Any]) -> Patch:
     out: Patch = []
     for op in patch:
         path, kind = op["path"], op["op"]
+        parent, last = path.rsplit("/", 1)
+        if kind == "add" and last.isdigit():
+            container = old_at(parent)
+            if isinstance(container, list) and int(last) >= len(container):
+                out.append({**op, "path": f"{parent}/{APPEND}"})
+                continue
         if kind in ("add", "replace") and _number(op.get("value")):
             old = old_at(path)
-            if _number(old) or old is _MISSING:  # a new number counts up from 0
-                out.append({**op, "delta": op["value"] - (old if _number(old) else 0)})
-                continue
-        if kind == "add" and path.rsplit("/", 1)[-1].isdigit():
-            parent, index = path.rsplit("/", 1)
-            container = old_at(parent)
-            if isinstance(container, list) and int(index) >= len(container):
-                out.append({**op, "path": f"{parent}/{APPEND}"})
+            if _number(old) or (old is _MISSING and not isinstance(old_at(parent), list)):
+                start = old if _number(old) else 0  # a new number counts up from 0
+                out.append({**op, "delta": op["value"] - start, "from": start})
                 continue
         out.append(op)
     return out
@@ -79,11 +80,14 @@ def concrete(data: Any, op: dict[str, Any]) -> dict[str, Any] | None:
     if "delta" in op:
         current = resolve(data, path)
         if _number(current):
-            return {"op": "replace", "path": path, "value": current + op["delta"]}
+            # Exactly the written value when nothing else intervened (no float rounding).
+            value = op["value"] if current == op.get("from") else current + op["delta"]
+            return {"op": "replace", "path": path, "value": value}
         parent = resolve(data, path.rsplit("/", 1)[0])
         if current is _MISSING and isinstance(parent, dict):
             # Created by a write not (or not yet) durable: the increment starts from 0.
-            return {"op": "add", "path": path, "value": op["delta"]}
+            value = op["value"] if op.get("from") == 0 else op["delta"]
+            return {"op": "add", "path": path, "value": value}
         return {"op": op["op"], "path": path, "value": op["value"]}
     if path.endswith(f"/{APPEND}"):
         parent_path = path[: -len(APPEND) - 1]
@@ -91,7 +95,7 @@ def concrete(data: Any, op: dict[str, Any]) -> dict[str, Any] | None:
         if not isinstance(parent, list):
             return None
         return {"op": "add", "path": f"{parent_path}/{len(parent)}", "value": op["value"]}
-    return {k: v for k, v in op.items() if k != "delta"}
+    return {k: v for k, v in op.items() if k not in ("delta", "from")}
 
 
 def apply_edits(data: dict[str, Any], patch: Patch) -> dict[str, Any]:
