@@ -71,8 +71,8 @@ def llamaindex(session: nox.Session) -> None:
 
 @nox.session
 def reliability(session: nox.Session) -> None:
-    """Crash (SIGKILL), lock, lease and Redis-failure tests."""
-    sync(session, "redis")
+    """Crash (SIGKILL), lock, lease, chaos and Redis-failure tests (LangGraph for the saver's)."""
+    sync(session, "redis", "langgraph", groups=("test", "test-langgraph"))
     session.run("pytest", "tests/reliability", *session.posargs)
 
 

@@ -205,7 +205,10 @@ def test_prune(
         agentrewind.Timeline(name, store=store).checkpoint({"run": name})
     try:
         assert "deleted 0 run(s)" in ok(url, "prune", "--keep-last", "100")
-        assert json.loads(ok(url, "prune", "--keep-last", "2", "--json")) == {"deleted": 1}
+        assert json.loads(ok(url, "prune", "--keep-last", "2", "--json")) == {
+            "deleted": 1,
+            "skipped": [],
+        }
         assert {r["run_id"] for r in json.loads(ok(url, "runs", "--json"))} == {"mid", "new"}
     finally:
         if kind == "redis":

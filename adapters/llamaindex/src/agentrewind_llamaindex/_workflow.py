@@ -163,7 +163,8 @@ class RewindWorkflow:
                         r, status="failed", output=None, meta={**r.meta, "dropped": True}
                     )
                     for r in journal.stale
-                ]
+                ],
+                owner=run.owner,
             )
         journal.settle_calls(run)
         memories.restore(journal.memories)

@@ -126,8 +126,19 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 
 def _cmd_prune(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        deleted = store.prune(keep_last=args.keep_last, older_than=args.older_than)
-    print(dumps({"deleted": deleted}) if args.json else f"deleted {deleted} run(s)")
+        deleted = store.prune(
+            keep_last=args.keep_last, older_than=args.older_than, force=args.force
+        )
+    skipped = list(deleted.skipped)
+    if args.json:
+        print(dumps({"deleted": int(deleted), "skipped": skipped}))
+        return 0
+    print(f"deleted {int(deleted)} run(s)")
+    if skipped:
+        print(
+            f"skipped {len(skipped)} run(s) another process is driving (live lease): "
+            f"{', '.join(skipped)}; pass --force to delete them anyway"
+        )
     return 0
 
 
@@ -160,7 +171,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with open_store(args) as store:
-        run_id = import_run(store, doc, run_id=args.run_id, replace=args.replace)
+        run_id = import_run(store, doc, run_id=args.run_id, replace=args.replace, force=args.force)
     if args.json:
         print(dumps({"valid": True, "run_id": run_id, "steps": len(doc.steps)}))
     else:
@@ -214,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("prune", "delete expired, old or surplus runs")
     p.add_argument("--keep-last", type=int, default=None)
     p.add_argument("--older-than", type=float, default=None, help="seconds since last write")
+    p.add_argument(
+        "--force", action="store_true", help="also delete runs another process is driving"
+    )
     p = command("export", "write a run as a portable JSON document", listing=False)
     p.add_argument("run")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
@@ -225,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="document path, or - for stdin")
     p.add_argument("--run-id", help="import under another run id")
     p.add_argument("--replace", action="store_true", help="replace an existing run")
+    p.add_argument(
+        "--force", action="store_true", help="with --replace: even a run another process drives"
+    )
     p = command("ui", "serve a local read-only web viewer of the store", listing=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")
