@@ -1,4 +1,4 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, bench.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, bench, upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -71,8 +71,8 @@ def llamaindex(session: nox.Session) -> None:
 
 @nox.session
 def reliability(session: nox.Session) -> None:
-    """Crash (SIGKILL), lock, lease and Redis-failure tests."""
-    sync(session, "redis")
+    """Crash (SIGKILL), lock, lease, chaos and Redis-failure tests (LangGraph for the saver's)."""
+    sync(session, "redis", "langgraph", groups=("test", "test-langgraph"))
     session.run("pytest", "tests/reliability", *session.posargs)
 
 
@@ -146,3 +146,21 @@ def upstream_langchain(session: nox.Session) -> None:
     constraints.write_text("\n".join(pins))
     session.install("-c", str(constraints), *UPSTREAM_LANGCHAIN_TEST_DEPS)
     session.run("python", "tests/upstream/langchain_upstream.py", *session.posargs)
+
+
+@nox.session(name="upstream-llamaindex", tags=["upstream"], default=False)
+def upstream_llamaindex(session: nox.Session) -> None:
+    """The frameworks' own test suites against wrapped objects (not in the default run).
+
+    Prints the tests that fail wrapped but pass unwrapped, on SQLite and Redis.
+    Pass options to the helpers after `--` (e.g. `-- --tests <workflows-py>/packages/
+    llama-index-workflows/tests`).
+    """
+    sync(session, "redis", "llamaindex", groups=("test", "test-llamaindex"))
+    session.install("time-machine<3")  # imported by llama-index-workflows' runtime tests
+    llamaindex_upstream(session)
+
+
+def llamaindex_upstream(session: nox.Session) -> None:
+    """llama-index-workflows' suite with every workflow wrapped (tests/upstream)."""
+    session.run("python", "tests/upstream/llamaindex_upstream.py", *session.posargs)

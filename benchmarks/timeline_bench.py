@@ -110,6 +110,7 @@ def main() -> None:
                 args.calls,
             )
             print(row(f"agentrewind Timeline ({kind})", times, marks))
+            tl.close()  # frees the timeline's lease, so the run can be deleted
             store.delete_run("bench")
             if kind in args.async_stores.split(","):
                 tl = agentrewind.Timeline("bench", store=store, events=False)
@@ -120,6 +121,7 @@ def main() -> None:
                     args.calls,
                 )
                 print(row(f"agentrewind acheckpoint ({kind})", times, marks))
+                tl.close()
                 store.delete_run("bench")
             store.close()
 

@@ -27,6 +27,11 @@ from redis_support import RedisServer, _redis_up, cleanup_redis
 
 REDIS_URL = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
+# The tests' Redis servers persist nothing on purpose (fast, disposable): silence the
+# RedisPersistenceWarning here and in every child process the tests start. The warning itself
+# is tested in tests/reliability/test_lost_data.py.
+os.environ["AGENTREWIND_REDIS_PERSISTENCE_WARNING"] = "0"
+
 
 def _require_redis() -> bool:
     return os.environ.get("AGENTREWIND_REQUIRE_REDIS") == "1"

@@ -106,7 +106,9 @@ def cleanup_redis(url: str, namespace: str) -> None:
     client = redis.Redis.from_url(url)
     try:
         keys = list(client.scan_iter(match=f"ar:{namespace}:*", count=1000))
-        if keys:
-            client.delete(*keys)
+        pipe = client.pipeline(transaction=False)
+        for key in keys:  # one by one: on a cluster node, keys of several slots (CROSSSLOT)
+            pipe.delete(key)
+        pipe.execute()
     finally:
         client.close()

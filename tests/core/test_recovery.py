@@ -28,7 +28,9 @@ def tl(request: pytest.FixtureRequest, tmp_path, namespace: str):  # type: ignor
     else:
         url = f"{request.getfixturevalue('redis_url')}?namespace={namespace}"
     store = agentrewind.connect(url)
-    yield Timeline("agent", store=store)
+    timeline = Timeline("agent", store=store)
+    yield timeline
+    timeline.close()  # frees its lease: a delete skips a timeline that is being written
     store.delete_run("agent")
     store.close()
 

@@ -284,6 +284,7 @@ async def test_subscribe_in_process(t: Driver) -> None:
     assert events[0].checkpoint_id == cp.id and events[0].hash == cp.hash
     assert merges == [merged.id]
     seen: list[str] = []
+    t.tl.close()  # frees the timeline's lease: one writer object at a time
     other = Timeline("agent", store=t.store)  # another Timeline object on the same store
     with t.subscribe("main", lambda e: seen.append(e.kind)):
         other.checkpoint({"from": "other"})
@@ -298,16 +299,18 @@ class SpyStore(agentrewind.MemoryStore):
         self.writes: list[tuple[str, Any]] = []
         self.fail_next = False
 
-    def put_steps(self, records: list[Any], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self, records: list[Any], *, heads: dict[str, str] | None = None, owner: Any = None
+    ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise agentrewind.StoreUnavailableError("store went away")
         self.writes.append(("put_steps", ([r.step_id for r in records], heads)))
-        super().put_steps(records, heads=heads)
+        super().put_steps(records, heads=heads, owner=owner)
 
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+    def set_head(self, run_id: str, branch: str, step_id: str | None, *, owner: Any = None) -> None:
         self.writes.append(("set_head", (branch, step_id)))
-        super().set_head(run_id, branch, step_id)
+        super().set_head(run_id, branch, step_id, owner=owner)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -354,6 +357,7 @@ async def test_concurrent_async_and_threaded_writes_form_one_line(tl: Timeline) 
 
 async def test_arefresh_sees_another_objects_writes(tl: Timeline) -> None:
     await tl.acheckpoint({"v": 1})
+    await tl.aclose()  # frees the timeline's lease: one writer object at a time
     other = await Timeline.aopen("agent", store=tl.store)
     await other.abranch("side")
     await other.acheckpoint({"v": "side"})

@@ -123,6 +123,7 @@ def test_subscribe_across_processes(
         other = Timeline("events", store=other_store)
         other.checkpoint({"after": "close"})
         assert len(got) == before
+        other.close()
         other_store.delete_run("events")
 
 
@@ -148,5 +149,6 @@ async def test_async_writes_publish_on_redis(redis_url: str, namespace: str) -> 
         assert got == ["main:checkpoint", "x:branch", "x:checkpoint", "main:switch", "main:merge"]
         assert merged.is_merge and tl.get_state() == {"n": 2}
     finally:
+        await tl.aclose()
         await store.adelete_run("aevents")
         await store.aclose()

@@ -34,7 +34,7 @@ from workflows.events import (
 
 from agentrewind_llamaindex import Middleware
 
-SIDE = {"file": None, "crash": None}
+SIDE: dict[str, Any] = {"file": None, "crash": None}
 
 
 def note(what: str) -> None:
@@ -42,6 +42,21 @@ def note(what: str) -> None:
     if SIDE["file"]:
         with open(SIDE["file"], "a") as f:
             f.write(what + "\n")
+
+
+def snapshot_point(name: str, url: str) -> None:
+    """Copy a SQLite store as it is at this instant (what a process dying here leaves behind).
+
+    Synchronous, so nothing else in this process runs in between.
+    """
+    if SIDE["crash"] == f"snapshot:{name}" and url.startswith("sqlite:///"):
+        import sqlite3
+
+        path = url.removeprefix("sqlite:///").split("?", 1)[0]
+        src, dst = sqlite3.connect(path), sqlite3.connect(path + ".at-" + name)
+        src.backup(dst)
+        src.close()
+        dst.close()
 
 
 def crash_point(name: str) -> None:
@@ -352,6 +367,121 @@ class MemoryFlow(Workflow):
         return StopEvent(result=sorted(str(m.content) for m in await memory.aget_all()))
 
 
+# -- 8. four parallel workers incrementing with edit_state, edits and returns in opposite order --
+class Work(Event):
+    i: int
+
+
+class Worked(Event):
+    i: int
+
+
+class Increments(Workflow):
+    """Worker `killed` is SIGKILLed once the other three finished (crash point "increment").
+
+    With `killed=0` it edits first, with `killed=3` last; the others return in the reverse of
+    the order they edited in, so commit order and edit order disagree.
+    """
+
+    killed: int = 0
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Work | None:
+        for i in range(4):
+            ctx.send_event(Work(i=i))
+        return None
+
+    @step(num_workers=4)
+    async def work(self, ctx: Context, ev: Work) -> Worked:
+        await asyncio.sleep(0.05 * ev.i)  # worker i edits i-th
+        async with ctx.store.edit_state() as state:
+            state["count"] = state.get("count", 0) + 1
+        note(f"edit:{ev.i}")
+        if ev.i == self.killed:
+            await asyncio.sleep(0.8)  # the other three return and are journaled meanwhile
+            crash_point("increment")
+        else:
+            await asyncio.sleep(0.45 - 0.1 * ev.i)  # returns in reverse edit order
+        return Worked(i=ev.i)
+
+    @step
+    async def total(self, ctx: Context, ev: Worked) -> StopEvent | None:
+        if ctx.collect_events(ev, [Worked] * 4) is None:
+            return None
+        return StopEvent(result={"count": await ctx.store.get("count")})
+
+
+def increments(killed: int) -> Increments:
+    wf = Increments(timeout=30)
+    wf.killed = killed
+    return wf
+
+
+# -- 9. a streaming workflow: progress events from every step, killed in the middle one --------
+class Progress(Event):
+    msg: str
+
+
+class Halfway(Event):
+    pass
+
+
+class Finishing(Event):
+    pass
+
+
+class Streaming(Workflow):
+    @step
+    async def first(self, ctx: Context, ev: StartEvent) -> Halfway:
+        note("step:first")
+        for i in range(3):
+            ctx.write_event_to_stream(Progress(msg=f"first {i}"))
+        return Halfway()
+
+    @step
+    async def middle(self, ctx: Context, ev: Halfway) -> Finishing:
+        note("step:middle")
+        ctx.write_event_to_stream(Progress(msg="middle"))
+        await asyncio.sleep(0.1)  # the event reaches the caller before the kill
+        crash_point("middle")
+        return Finishing()
+
+    @step
+    async def last(self, ctx: Context, ev: Finishing) -> StopEvent:
+        note("step:last")
+        ctx.write_event_to_stream(Progress(msg="last"))
+        return StopEvent(result="streamed")
+
+
+# -- 10. a step that raises until it is fixed, across processes -------------------------------
+class Checked(Event):
+    total: int
+
+
+class Fragile(Workflow):
+    """`check` raises unless FIX["fixed"]; in a subprocess, the scenario `fragile-broken`."""
+
+    @step
+    async def add(self, ctx: Context, ev: StartEvent) -> Checked:
+        note("step:add")
+        async with ctx.store.edit_state() as state:
+            state["total"] = state.get("total", 0) + 5
+            state["log"] = [*state.get("log", []), "add"]
+        return Checked(total=5)
+
+    @step
+    async def check(self, ctx: Context, ev: Checked) -> StopEvent:
+        note("step:check")
+        async with ctx.store.edit_state() as state:
+            state["total"] = state["total"] * 2
+            state["log"] = [*state["log"], "check"]
+        if not FIX["fixed"]:
+            raise RuntimeError("check is broken")
+        return StopEvent(
+            result={"total": await ctx.store.get("total"), "log": await ctx.store.get("log")}
+        )
+
+
 # -- the subprocess driver ------------------------------------------------------------------------
 async def _memory_dump(handler: Any) -> list[list[str]]:
     memory = await handler.ctx.store.get("memory")
@@ -376,6 +506,19 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
             handler = mw.wrap(agent()).run(user_msg="What is (2+3)*4?", run_id=run_id)
             result = await handler
             return {"result": str(result), "memory": await _memory_dump(handler)}
+        if scenario.startswith("increments-"):
+            wf = increments(int(scenario.rsplit("-", 1)[1]))
+            return {"result": await mw.wrap(wf).run(run_id=run_id)}
+        if scenario == "streaming":
+            handler = mw.wrap(Streaming(timeout=30)).run(run_id=run_id)
+            seen = [ev.msg async for ev in handler.stream_events() if isinstance(ev, Progress)]
+            return {"result": await handler, "stream": seen}
+        if scenario.startswith("fragile"):
+            FIX["fixed"] = scenario == "fragile"
+            try:
+                return {"result": await mw.wrap(Fragile(timeout=30)).run(run_id=run_id)}
+            except RuntimeError as exc:
+                return {"error": str(exc)}
         if scenario == "memory":
             return {"result": await mw.wrap(MemoryFlow(timeout=30)).run(run_id=run_id, topic="hi")}
         if scenario == "team":
@@ -386,12 +529,20 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
                 "agent": result.current_agent_name,
                 "memory": await _memory_dump(handler),
             }
+        if scenario == "hitl-leave":
+            # the caller takes the question and goes away (the process ends normally)
+            handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
+            async for ev in handler.stream_events():
+                if isinstance(ev, InputRequiredEvent):
+                    return {"prompts": [ev.prefix]}
         if scenario in ("hitl-ask", "hitl-answer"):
             handler = mw.wrap(approval()).run(run_id=run_id, topic="Q3 budget")
             prompts = []
             async for ev in handler.stream_events():
                 if isinstance(ev, InputRequiredEvent):
                     prompts.append(ev.prefix)
+                    snapshot_point("prompted", url)
+                    crash_point("prompted")  # the process dies as the question arrives
                     if scenario == "hitl-ask":
                         await handler.cancel_run()  # the process goes away while the run waits
                         break

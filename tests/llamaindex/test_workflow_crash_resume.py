@@ -75,3 +75,17 @@ def test_human_in_the_loop_across_processes(durable_url, side):
     assert second["prompts"] == ["send EMAIL ABOUT Q3 BUDGET?"]
     assert side.count("llm:email about Q3 budget") == 1
     assert side.count("step:ask") == 2  # the waiting step re-runs from its top, by design
+
+
+def test_rerun_of_an_answered_run_reuses_the_answer(durable_url, side):
+    first = resume_here("hitl-answer", durable_url, "mail-2", side)
+    assert first["result"] == "EMAIL ABOUT Q3 BUDGET -> yes"
+    before = side.lines()
+    # the run completed; the same id runs again from scratch: the LLM call replays and the
+    # recorded answer is reused, so the question is not asked (nor streamed) again
+    again = resume_here("hitl-answer", durable_url, "mail-2", side)
+    assert again == {"result": "EMAIL ABOUT Q3 BUDGET -> yes", "prompts": []}
+    assert side.lines()[len(before) :] == ["step:ask"]  # the step ran, its LLM call replayed
+    with agentrewind.connect(durable_url) as store:
+        answers = [s for s in store.load_steps("mail-2") if s.name == "human_response"]
+    assert [a.status for a in answers] == ["completed"]

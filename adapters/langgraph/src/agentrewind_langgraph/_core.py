@@ -33,6 +33,7 @@ import agentrewind
 from agentrewind.adapters import Encryption, Store
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
+from ._lease import ThreadLeases
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
 from ._serde import SafeSerializer, encrypted
 
@@ -78,6 +79,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         tombstone_ttl: float = 86_400.0,
         allowed_msgpack_modules: Iterable[tuple[str, ...] | type] = (),
         encryption: Encryption | bool | None = None,
+        lease: bool = False,
+        lease_ttl: float = 30.0,
     ) -> None:
         if serde is None:
             serde = SafeSerializer(allowed_msgpack_modules=allowed_msgpack_modules)
@@ -113,6 +116,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             from ._sqlite import SQLiteBackend
 
             self.backend = SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
+        self._leases = ThreadLeases(store, lease_ttl) if lease else None
 
     # -- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -136,6 +140,8 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         """Stop worker threads and close the store if this saver opened it."""
+        if self._leases is not None:
+            self._leases.close()
         self.backend.close()
         if self._owns_inner:
             self.store.close()
@@ -194,6 +200,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             The checkpoint with its values, metadata, parent config and pending writes (in
             `writes_sort_key` order), or None.
         """
+        if self._leases is not None:
+            self._leases.reset(str(config["configurable"]["thread_id"]))
         return next(self._query(config, limit=1, latest=True), None)
 
     def list(
@@ -269,7 +277,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> tuple[PutRow, Any]:
         row = put_row(self.serde, self._deltas, config, checkpoint, metadata, new_versions)
-        return row, self.backend.put_op(row, time.time(), self.ttl)
+        op = self.backend.put_op(row, time.time(), self.ttl)
+        if self._leases is not None:
+            self._leases.hold(row.thread_id)
+            op = self._leases.fenced(row.thread_id, op)
+        return row, op
 
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:
         if not accepted:
@@ -304,14 +316,19 @@ class SaverCore(BaseCheckpointSaver[str]):
         task_path: str,
     ) -> Any:
         conf = config["configurable"]
-        return self.backend.put_writes_op(
-            str(conf["thread_id"]),
+        thread_id = str(conf["thread_id"])
+        op = self.backend.put_writes_op(
+            thread_id,
             conf.get("checkpoint_ns", ""),
             conf["checkpoint_id"],
             write_rows(self.serde, writes, task_id, task_path),
             time.time(),
             self.ttl,
         )
+        if self._leases is not None:
+            self._leases.hold(thread_id)
+            op = self._leases.fenced(thread_id, op)
+        return op
 
     @staticmethod
     def _writes_stored(accepted: bool) -> None:

@@ -53,6 +53,17 @@ class RewindSaver(SaverCore):
             forever.
         namespace: Store namespace when a URL is given.
         tombstone_ttl: Seconds a deleted thread refuses late writes of its old history.
+        lease: One saver writes a thread at a time (off by default, as LangGraph's own savers
+            do not lock threads). The first write of a thread takes its lease in the store;
+            a background thread renews it and `close()` frees it. Another saver writing the
+            same thread meanwhile gets `RunLockedError`; a saver whose lease lapsed (its
+            process was paused or cut off longer than `lease_ttl`) gets `LeaseLostError` and
+            writes nothing, until its graph's next invocation takes the lease again. With
+            `durability="sync"` a refused write stops the graph before its next node; with
+            LangGraph's default `"async"` durability the error surfaces when LangGraph
+            collects the failed write (nothing of the refused owner is stored either way).
+        lease_ttl: Seconds a thread's lease lasts without renewal. A crashed process on this
+            host frees it at once; one on another host after `lease_ttl`.
 
     Example:
         >>> with RewindSaver.from_conn_string("sqlite:///runs.db") as saver:  # doctest: +SKIP

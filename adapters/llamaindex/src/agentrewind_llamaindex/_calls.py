@@ -28,6 +28,7 @@ from ._compat import subclasses
 from ._keys import llm_key, tool_key
 from ._memory import install_memory_hooks
 from ._state import Patch, StepScopedStore, capture_writes, current_invocation
+from ._waits import install_wait_hook
 
 __all__ = ["install_call_hooks"]
 
@@ -236,3 +237,4 @@ def install_call_hooks() -> None:
     for cls in subclasses(BaseTool):
         _patch(cls, "tool", _TOOL_METHODS)
     install_memory_hooks()
+    install_wait_hook()

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from workflows import Context
 
-__all__ = ["llm_key", "strip_context", "tool_key"]
+__all__ = ["llm_key", "plain", "strip_context", "tool_key"]
 
 _VOLATILE = frozenset({"id", "id_", "tool_call_id", "tool_id", "call_id"})
 # Below these keys sit a tool's arguments: an argument named `id` is input, never a random id.
@@ -53,6 +53,11 @@ def _plain(value: Any, depth: int = 0, volatile: frozenset[str] = _VOLATILE) -> 
     if metadata is not None and hasattr(metadata, "name"):  # a tool passed to *_with_tools
         return _tool_spec(value)
     return f"<{type(value).__qualname__}>"
+
+
+def plain(value: Any) -> Any:
+    """JSON-like data for hashing a key input: volatile ids removed, objects named."""
+    return _plain(value)
 
 
 def _tool_spec(tool: Any) -> dict[str, Any]:

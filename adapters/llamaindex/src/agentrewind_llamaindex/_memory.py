@@ -26,16 +26,16 @@ from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.memory.types import BaseMemory
-from workflows.context.serializers import JsonSerializer
 
 from agentrewind import SerializationError, Serializer
 
 from ._compat import subclasses
 from ._state import current_invocation
 
-__all__ = ["ACTIVE_MEMORIES", "MemoryRegistry", "RewindSerializer", "install_memory_hooks"]
+__all__ = ["ACTIVE_MEMORIES", "REF", "MemoryRegistry", "install_memory_hooks"]
 
-_REF = "__agentrewind_memory__"
+REF = "__agentrewind_memory__"
+"""The key of a journaled reference to an agent memory."""
 _CONFIG = ("token_limit", "chat_store_key", "session_id")
 _WRITES = {
     "put": "append_one",
@@ -227,24 +227,3 @@ def install_memory_hooks() -> None:
             wrapper = _hook(method, orig)
             setattr(wrapper, _MARK, True)
             setattr(cls, method, wrapper)
-
-
-class RewindSerializer(JsonSerializer):
-    """The workflow's JSON serializer, with agent memory encoded by reference."""
-
-    def __init__(self, base: JsonSerializer, memories: MemoryRegistry) -> None:
-        self.__dict__.update(base.__dict__)
-        self.memories = memories
-
-    def serialize_value(self, value: Any) -> Any:
-        if isinstance(value, BaseMemory):
-            return {_REF: self.memories.ref_for(value)}
-        return super().serialize_value(value)
-
-    def deserialize_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and _REF in data and len(data) == 1:
-            return self.memories.resolve(data[_REF])
-        return super().deserialize_value(data)
-
-    def with_types(self, *classes: type[Any]) -> JsonSerializer:
-        return self

@@ -18,8 +18,9 @@ from agentrewind.adapters import new_id
 
 from ._calls import install_call_hooks
 from ._journal import Journal
-from ._memory import ACTIVE_MEMORIES, MemoryRegistry, RewindSerializer
+from ._memory import ACTIVE_MEMORIES, MemoryRegistry
 from ._runtime import RewindRuntime, RunState
+from ._serializer import RewindSerializer
 from ._state import DurableState
 
 __all__ = ["RewindWorkflow"]
@@ -69,8 +70,9 @@ class RewindWorkflow:
 
     Args:
         middleware: Where runs are journaled.
-        workflow: The workflow, agent or `AgentWorkflow`; its runtime is replaced by a
-            `RewindRuntime` around it, so it must not have run yet.
+        workflow: The workflow, agent or `AgentWorkflow`; its runtime (the default one, or
+            an explicit runtime it is registered on, launched or not) is decorated by a
+            `RewindRuntime`, which journals the runs started through this wrapper.
     """
 
     def __init__(self, middleware: Middleware, workflow: Workflow) -> None:
@@ -78,13 +80,13 @@ class RewindWorkflow:
             raise TypeError(f"expected a llama-index Workflow, got {type(workflow).__name__}")
         runtime = workflow.runtime
         if not isinstance(runtime, RewindRuntime):
-            try:
-                runtime = RewindRuntime(runtime)
+            runtime = RewindRuntime(runtime)
+            if workflow._runtime_locked:
+                # Registered on a launched runtime (or run before): the decorator forwards
+                # registration to that runtime, so only the adapters it hands out change.
+                workflow._runtime = runtime
+            else:
                 workflow._switch_runtime(runtime)
-            except RuntimeError as exc:
-                raise RuntimeError(
-                    "wrap the workflow before its first run: its runtime is locked once it runs"
-                ) from exc
         self._middleware = middleware
         self._workflow = workflow
         self._runtime = runtime
@@ -101,35 +103,33 @@ class RewindWorkflow:
         """The wrapped workflow."""
         return self._workflow
 
-    def run(
-        self,
-        ctx: Context | None = None,
-        start_event: Any = None,
-        run_id: str | None = None,
-        **kwargs: Any,
-    ) -> WorkflowHandler:
-        """Start a run, or resume the unfinished run `run_id`.
+    def run(self, *args: Any, **kwargs: Any) -> WorkflowHandler:
+        """Start a run, or resume the unfinished run `run_id`: the workflow's `run` arguments.
 
         With the id of a run that crashed, the journal replays and the steps that were in
         flight run again; after a failed step, that step runs again on the `ctx.store` state
         from before it. LLM and tool calls that completed replay from the journal. Start
-        arguments are ignored when a run resumes.
+        arguments are used as the workflow uses them: ignored when a run resumes.
+
+        Every argument goes to the wrapped workflow's `run` (agents take `user_msg`,
+        `chat_history`, `memory`, ...). An explicit `ctx` (a `Context` from an earlier run,
+        or from `Context.from_dict`) is honoured as the workflow would: the run continues
+        from it, and its journal starts from that context.
 
         Args:
-            ctx: An explicit context (skips the journal lookup, the run is still journaled).
-            start_event: The start event of a new run.
-            run_id: The run to start or resume (default: a new id, see `handler.run_id`).
-            **kwargs: Start event fields of a new run.
+            *args: Positional arguments of the workflow's `run`.
+            **kwargs: Keyword arguments of the workflow's `run`; `run_id` names the run to
+                start or resume (default: a new id, see `handler.run_id`).
 
         Raises:
             RunLockedError: Another live process drives this run.
         """
         install_call_hooks()
-        run_id = run_id or new_id()
+        run_id = kwargs.pop("run_id", None) or new_id()
         scope = _RunScope(self._middleware.run(run_id))
         run = scope.enter()
         try:
-            handler = self._start(scope, run, ctx, start_event, run_id, kwargs)
+            handler = self._start(scope, run, run_id, args, kwargs)
         except BaseException as exc:
             self._runtime.forget(run_id)
             scope.exit(exc)
@@ -140,15 +140,22 @@ class RewindWorkflow:
         self,
         scope: _RunScope,
         run: Run,
-        ctx: Context | None,
-        start_event: Any,
         run_id: str,
+        args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> WorkflowHandler:
         wf = self._workflow
         memories = MemoryRegistry(Serializer(allowed_types=()))
-        serializer = RewindSerializer(_base_serializer(wf), memories)
-        journal = Journal.load(run.records(), wf, serializer)
+        own = wf.serializer
+        serializer = RewindSerializer(
+            _base_serializer(wf),
+            memories,
+            run.middleware.serializer,
+            own if isinstance(own, PickleSerializer) else None,
+        )
+        explicit = _explicit_context(args, kwargs)
+        # An explicit context says where the run continues: the journal starts again from it.
+        journal = Journal.load(run.records(), wf, serializer, fresh=explicit is not None)
         if journal.stale:
             run.middleware.store.put_steps(
                 [
@@ -156,13 +163,16 @@ class RewindWorkflow:
                         r, status="failed", output=None, meta={**r.meta, "dropped": True}
                     )
                     for r in journal.stale
-                ]
+                ],
+                owner=run.owner,
             )
         journal.settle_calls(run)
         memories.restore(journal.memories)
-        if ctx is None and journal.resumable:
-            ctx = journal.context(wf, serializer)
-        replay = [serializer.deserialize(e) for e in journal.events]
+        base = None
+        if explicit is not None:
+            base = explicit.to_dict(serializer, include_state=False)
+        elif journal.resumable:
+            kwargs["ctx"] = journal.context(wf, serializer)
 
         async def on_close(exc: BaseException | None) -> None:
             if isinstance(exc, WorkflowCancelledByUser | asyncio.CancelledError):
@@ -176,11 +186,18 @@ class RewindWorkflow:
             durable=DurableState(serializer, journal.state if journal.resumable else None),
             memories=memories,
             next_tick=0,
-            replay_events=replay,
+            replay_events=journal.events,
             on_close=on_close,
+            base=base,
         )
         self._runtime.prepare(run_id, state)
         scope.call(ACTIVE_MEMORIES.set, memories)  # the run's steps log memory writes here
-        if ctx is None:
-            return scope.call(wf.run, start_event=start_event, run_id=run_id, **kwargs)
-        return scope.call(wf.run, ctx=ctx, run_id=run_id)
+        return scope.call(wf.run, *args, run_id=run_id, **kwargs)
+
+
+def _explicit_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Context | None:
+    """The `Context` the caller passed to `run` (by keyword or position), if any."""
+    ctx = kwargs.get("ctx")
+    if isinstance(ctx, Context):
+        return ctx
+    return next((a for a in args if isinstance(a, Context)), None)

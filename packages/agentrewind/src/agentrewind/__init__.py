@@ -24,11 +24,14 @@ from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
     CorruptRecordError,
+    DataLostError,
     DecryptionError,
     DivergenceError,
     DivergenceWarning,
     IncompleteStepError,
+    LeaseLostError,
     RecordedStepError,
+    RedisPersistenceWarning,
     RunLockedError,
     SchemaVersionError,
     SerializationError,
@@ -48,7 +51,7 @@ from .journal import (
 )
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
-from .stores import MemoryStore, SQLiteStore, Store, connect
+from .stores import MemoryStore, PruneResult, SQLiteStore, Store, connect
 from .timeline import (
     AlternativePathStrategy,
     Branch,
@@ -83,17 +86,21 @@ __all__ = [
     "Codec",
     "CompositeStrategy",
     "CorruptRecordError",
+    "DataLostError",
     "DecryptionError",
     "DegradeGracefully",
     "DivergenceError",
     "DivergenceWarning",
     "DocumentError",
     "IncompleteStepError",
+    "LeaseLostError",
     "MemoryStore",
     "Middleware",
+    "PruneResult",
     "RecordedStepError",
     "RecoveryError",
     "RecoveryStrategy",
+    "RedisPersistenceWarning",
     "Retry",
     "RetryWithBackoff",
     "Run",

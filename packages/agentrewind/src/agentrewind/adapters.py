@@ -21,6 +21,10 @@ What an adapter does, and where it finds it:
 - **Plugins** (entry points): `Adapter` for `agentrewind.adapters` (used by
   `Middleware.wrap`), `RunSource` for `agentrewind.run_sources` (framework-native runs the CLI
   lists), `CliRegistrar` for `agentrewind.cli_commands`, `Demo` for `agentrewind.demos`.
+- **Leases**: `make_lease_owner()` names a writer for `Store.acquire_lease` /
+  `renew_lease` / `release_lease` (and the `owner=` of fenced writes); `retire_lease_owner`
+  marks it finished. A writer that lost its lease gets `LeaseLostError`; a run that vanished
+  from the store `DataLostError`.
 - **Stores**: `Store` and `connect`; `SQLiteDatabase` and `apply_migrations`, the SQLite
   connection helper and migration runner an adapter shares with the core store when it keeps
   its own tables in the same file (as the LangGraph saver does).
@@ -33,10 +37,12 @@ from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
     CorruptRecordError,
+    DataLostError,
     DecryptionError,
     DivergenceError,
     DivergenceWarning,
     IncompleteStepError,
+    LeaseLostError,
     RecordedStepError,
     RunLockedError,
     SchemaVersionError,
@@ -61,6 +67,7 @@ from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
+from .stores._base import make_lease_owner, retire_lease_owner
 from .stores.sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = [
@@ -72,6 +79,7 @@ __all__ = [
     "CliRegistrar",
     "Codec",
     "CorruptRecordError",
+    "DataLostError",
     "DecryptionError",
     "Demo",
     "DivergenceError",
@@ -79,6 +87,7 @@ __all__ = [
     "Encryption",
     "IncompletePolicy",
     "IncompleteStepError",
+    "LeaseLostError",
     "MemoryStore",
     "Middleware",
     "RecordedStepError",
@@ -104,6 +113,8 @@ __all__ = [
     "default_url",
     "idempotency_key",
     "load_group",
+    "make_lease_owner",
     "new_id",
     "register_codec",
+    "retire_lease_owner",
 ]

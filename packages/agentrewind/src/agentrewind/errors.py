@@ -6,11 +6,14 @@ __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
     "CorruptRecordError",
+    "DataLostError",
     "DecryptionError",
     "DivergenceError",
     "DivergenceWarning",
     "IncompleteStepError",
+    "LeaseLostError",
     "RecordedStepError",
+    "RedisPersistenceWarning",
     "RunLockedError",
     "SchemaVersionError",
     "SerializationError",
@@ -71,6 +74,56 @@ class RunLockedError(AgentRewindError):
         self.run_id = run_id
         self.owner = owner
         self.expires_in = expires_in
+
+
+class LeaseLostError(RunLockedError):
+    """A writer lost the run's lease since it took it; its write was not applied.
+
+    Raised by a fenced store write (every write of a journal run or a timeline carries its
+    owner): another process took the run over (`owner` names it), or the lease expired while
+    this writer was paused (a GC pause, SIGSTOP, a slow disk) or was deleted (a forced
+    delete). The writer must stop: the run's journal belongs to the new owner.
+    """
+
+    def __init__(self, run_id: str, owner: str, expires_in: float, *, writer: str = "") -> None:
+        AgentRewindError.__init__(
+            self,
+            f"run {run_id!r}: this process lost its lease"
+            + (f" ({writer})" if writer else "")
+            + (
+                f" to {owner}, which holds it for {max(expires_in, 0.0):.1f}s more"
+                if owner
+                else "; it expired or was deleted and nobody holds it now"
+            )
+            + "; the write was not applied and this writer must stop (the run may have been "
+            "taken over: resume it again to continue from what its current owner recorded)",
+        )
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_in = expires_in
+        self.writer = writer
+
+
+class DataLostError(StoreError):
+    """A run's record and lease vanished under a live writer; nothing was written.
+
+    The usual causes: a Redis restart without persistence, a `FLUSHDB`/`FLUSHALL`, an
+    eviction under `maxmemory`, or a forced delete of the run. The store refuses the write
+    rather than start the run again from nothing (which would re-run its finished steps).
+    """
+
+    def __init__(self, run_id: str, detail: str) -> None:
+        super().__init__(f"run {run_id!r}: {detail}")
+        self.run_id = run_id
+
+
+class RedisPersistenceWarning(UserWarning):
+    """The Redis server keeps nothing across a restart (no AOF, no RDB snapshots).
+
+    Issued once per server and process when a store connects. Silence it with
+    `connect(url, persistence_warning=False)`, `AGENTREWIND_REDIS_PERSISTENCE_WARNING=0` or a
+    warnings filter.
+    """
 
 
 class DivergenceError(AgentRewindError):

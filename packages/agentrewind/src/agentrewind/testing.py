@@ -31,6 +31,7 @@ from typing import Literal
 
 import pytest
 
+from ._fencing_contract import FencingContract
 from .records import RunMetrics, StepRecord
 from .stores import Store
 
@@ -65,8 +66,12 @@ def make_record(
 rec = make_record
 
 
-class StoreConformance:
+class StoreConformance(FencingContract):
     """Contract tests for a `Store`; subclass it and override `open_store`.
+
+    It includes the fencing contract (`FencingContract`): writes carrying an owner land only
+    while that owner holds the run's lease, deletes skip leased runs unless forced, and a
+    `running` run whose owner died lists as `crashed`.
 
     Each test opens the store in a fresh namespace (`open_store`) and closes it after
     (`close_store`, which may also delete what the test left behind).

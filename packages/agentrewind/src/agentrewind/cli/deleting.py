@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, store: Store, doomed: list[RunView], action: 
         return 1
     done = _delete(store, doomed, args.force)
     if action == "prune":
-        expired = store.prune()  # runs whose TTL ran out: not listed, purged here
+        expired = int(store.prune())  # runs whose TTL ran out: not listed, purged here
     freed = reclaim(store) if done or expired else (None if _size(store) is None else 0)
     _report(args, action, doomed, refused, done, freed, expired)
     return 1 if refused and not doomed else 0

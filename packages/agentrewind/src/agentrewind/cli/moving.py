@@ -101,7 +101,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if same and not args.replace:
             outcome = "already present"
         else:
-            import_run(store, doc, run_id=target, replace=args.replace)
+            import_run(store, doc, run_id=target, replace=args.replace, force=args.force)
             outcome = "replaced" if same is not None else "imported"
         url = store.url
     if args.json:

@@ -216,6 +216,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="replace an existing run of that id whose content differs",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --replace: even a run another process drives (holds its lease)",
+    )
     p = command("ui", "serve a local read-only web viewer of the store", json=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")

@@ -195,7 +195,9 @@ def describe(store: Store, infos: list[RunInfo]) -> list[RunView]:
         else:
             kind = "journal"
         status = info.status
-        if status == "running" and kind == "timeline" and f.lease is None:
+        # A store that knows crashed runs (fenced stores) reports them itself; a timeline
+        # holds no lease between writes, so "running without a lease" is its normal state.
+        if status in ("running", "crashed") and kind == "timeline" and f.lease is None:
             status = "active"
         elif status == "running" and f.lease_known and not (f.lease and lease_alive(f.lease)):
             status = "crashed"

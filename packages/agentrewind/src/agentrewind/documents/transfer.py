@@ -138,6 +138,7 @@ def import_run(
     *,
     run_id: str | None = None,
     replace: bool = False,
+    force: bool = False,
 ) -> str:
     """Write a document's run into `store`: steps in one atomic write, then heads and status.
 
@@ -149,12 +150,15 @@ def import_run(
         document: The document (parsed or not).
         run_id: Import under another run id.
         replace: Delete an existing run of that id first.
+        force: With `replace`, delete it even while another process drives it (holds its
+            lease); that process's next write then fails instead of writing half a run back.
 
     Returns:
         The run id in the store.
 
     Raises:
         DocumentError: Invalid document, or a run of that id exists with other content.
+        RunLockedError: `replace` on a run another process drives, without `force`.
     """
     doc = document if isinstance(document, RunDocument) else parse(document)
     target = run_id or doc.run_id
@@ -167,7 +171,7 @@ def import_run(
                 f"run {target!r} already exists in {store.url} with different content: pass "
                 "replace=True (CLI --replace) or another run id (CLI --run-id)"
             )
-        store.delete_run(target)
+        store.delete_run(target, force=force)
     fields = (*DESCRIPTIVE_FIELDS, "state", "confidence", "partial_output", "failure", "created_at")
     kept = {k: getattr(doc, k) for k in fields}
     record = StepRecord(target, f"document-{target}", DOC_KEY, DOC_KIND, "run-document",

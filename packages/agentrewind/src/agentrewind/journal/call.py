@@ -40,6 +40,11 @@ class CallJournal(Protocol):
     def run_id(self) -> str: ...
 
     @property
+    def owner(self) -> str:
+        """The run's lease owner token: every record is written fenced by it."""
+        ...
+
+    @property
     def middleware(self) -> JournalSettings: ...
 
     def _record(
@@ -145,7 +150,7 @@ class Call:
         record = self._started_record()
         if record is not None:
             try:
-                self.run.middleware.store.put_step(record)
+                self.run.middleware.store.put_step(record, owner=self.run.owner)
             except BaseException:
                 self.run._release(self)  # it never ran: a retry must reuse this key
                 raise
@@ -155,7 +160,7 @@ class Call:
         record = self._started_record()
         if record is not None:
             try:
-                await self.run.middleware.store.aput_step(record)
+                await self.run.middleware.store.aput_step(record, owner=self.run.owner)
             except BaseException:
                 self.run._release(self)
                 raise
@@ -188,7 +193,7 @@ class Call:
         """
         record = self._completed_record(output, meta)
         try:
-            self.run.middleware.store.put_step(record)
+            self.run.middleware.store.put_step(record, owner=self.run.owner)
         except BaseException:
             self.run._release(self)
             raise
@@ -198,7 +203,7 @@ class Call:
         """Async twin of `complete`."""
         record = self._completed_record(output, meta)
         try:
-            await self.run.middleware.store.aput_step(record)
+            await self.run.middleware.store.aput_step(record, owner=self.run.owner)
         except BaseException:
             self.run._release(self)
             raise
@@ -220,13 +225,13 @@ class Call:
         """Note a failure: the call runs again on resume unless `record_failures` is set."""
         record = self._failed_record(exc)
         if record is not None:
-            self.run.middleware.store.put_step(record)
+            self.run.middleware.store.put_step(record, owner=self.run.owner)
 
     async def afail(self, exc: BaseException) -> None:
         """Async twin of `fail`."""
         record = self._failed_record(exc)
         if record is not None:
-            await self.run.middleware.store.aput_step(record)
+            await self.run.middleware.store.aput_step(record, owner=self.run.owner)
 
 
 CURRENT_CALL: ContextVar[Call | None] = ContextVar("agentrewind_call", default=None)

@@ -1,12 +1,48 @@
-"""The thread that keeps a run's lease alive while the run is open."""
+"""The thread that keeps a run's lease alive while the run is open, and what losing it raises."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-__all__ = ["LeaseKeeper"]
+from ..errors import DataLostError, LeaseLostError
+from ..stores import Store
+from ..stores._fence import fence_error
+
+__all__ = ["LeaseKeeper", "final_write", "lost_error"]
+
+
+@contextlib.contextmanager
+def final_write(failed: bool) -> Iterator[None]:
+    """Around a run's last write (its status): a fencing error is dropped if the run failed.
+
+    The run's own error (often that same `LeaseLostError`) is then already on its way out.
+    """
+    try:
+        yield
+    except (LeaseLostError, DataLostError):
+        if not failed:
+            raise
+
+
+def lost_error(store: Store, run_id: str, owner: str, lost_to: str) -> Exception:
+    """The error for a write after the keeper saw the lease lapse (no write is attempted).
+
+    Args:
+        store: The run's store (asked whether the run still exists).
+        run_id: The run.
+        owner: This execution's lease owner token.
+        lost_to: Who held the lease when a renewal failed ('' for nobody).
+    """
+    if lost_to and lost_to != owner:
+        return LeaseLostError(run_id, lost_to, 0.0, writer=owner)
+    try:
+        exists = store.get_run(run_id) is not None
+    except Exception:
+        exists = True
+    return fence_error(run_id, owner, "", 0.0, exists)
 
 
 class LeaseKeeper(threading.Thread):
@@ -14,17 +50,26 @@ class LeaseKeeper(threading.Thread):
 
     Args:
         name: The run id, for the thread's name.
-        renew: Re-acquires the lease; returns False when another owner holds it.
+        renew: Renews the lease (`Store.renew_lease`); returns `(renewed, holder, expires_in)`,
+            with the holder '' when the lease is gone.
         ttl: The lease's time to live in seconds.
         renewed_at: `time.monotonic()` of the last successful acquisition.
     """
 
-    def __init__(self, name: str, renew: Callable[[], bool], ttl: float, renewed_at: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        renew: Callable[[], tuple[bool, str, float]],
+        ttl: float,
+        renewed_at: float,
+    ) -> None:
         super().__init__(name=f"agentrewind-lease-{name}", daemon=True)
         self.renew = renew
         self.ttl = ttl
         self.stop = threading.Event()
         self.lost = False
+        self.lost_to = ""
+        """Who held the lease when a renewal failed ('' for nobody: it expired or vanished)."""
         self.renewed_at = renewed_at
 
     @property
@@ -40,10 +85,13 @@ class LeaseKeeper(threading.Thread):
                 return
             sent = time.monotonic()
             try:
-                acquired = self.renew()
+                # Renew, never re-acquire: a lease that vanished (expired, deleted, lost with
+                # the store's data) must stop this owner, not be quietly taken again.
+                acquired, holder, _ = self.renew()
             except Exception:
                 continue
             if not acquired:
+                self.lost_to = holder
                 self.lost = True
                 return
             self.renewed_at = sent

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ..errors import AdapterNotFoundError
 from ..plugins import load_failures, load_group
-from ..records import RunMetrics
+from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
 from .context import CURRENT_RUN
@@ -266,6 +266,17 @@ class Middleware:
         """Totals over every execution of the run (steps, replay hits, seconds/tokens saved)."""
         info = self.store.get_run(run_id)
         return RunMetrics() if info is None else info.metrics
+
+    def crashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
+        """Runs whose owner died mid-run (status `crashed`), most recently updated first.
+
+        A service calls this at start-up and resumes each one (`middleware.run(info.run_id)`).
+        """
+        return self.store.crashed_runs(limit=limit)
+
+    async def acrashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
+        """Async twin of `crashed_runs`."""
+        return await self.store.acrashed_runs(limit=limit)
 
     def close(self) -> None:
         """Close the store if this middleware opened it from a URL."""

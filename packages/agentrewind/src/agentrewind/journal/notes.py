@@ -45,4 +45,4 @@ class Notes:
 
 def taken_over(prior: RunInfo | None) -> bool:
     """A run still `running` when a new owner gets its lease: the last owner died or stalled."""
-    return prior is not None and prior.status == "running"
+    return prior is not None and prior.status in ("running", "crashed")

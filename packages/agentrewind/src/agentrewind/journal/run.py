@@ -30,7 +30,7 @@ from ..records import RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import Call, CallEvent, JournalSettings, Outcome
-from .lease import LeaseKeeper
+from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
@@ -103,7 +103,7 @@ class Run:
             self._last_step_id = records[-1].step_id
         store, run_id, owner, ttl = self.middleware.store, self.run_id, self.owner, self.lease_ttl
         self._keeper = LeaseKeeper(
-            run_id, lambda: store.acquire_lease(run_id, owner, ttl).acquired, ttl, self._lease_at
+            run_id, lambda: store.renew_lease(run_id, owner, ttl), ttl, self._lease_at
         )
         self._keeper.start()
         self._emit("run_started", taken_over)
@@ -114,13 +114,13 @@ class Run:
         begun = False
         try:
             prior = store.get_run(self.run_id) if self._observers else None
-            store.begin_run(self.run_id, ttl=self.ttl)
+            store.begin_run(self.run_id, ttl=self.ttl, owner=self.owner)
             begun = True
             self._load(store.load_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:  # e.g. a corrupt record: say so in the run's status, best effort
                 with contextlib.suppress(Exception):
-                    store.end_run(self.run_id, "failed", RunMetrics())
+                    store.end_run(self.run_id, "failed", RunMetrics(), owner=self.owner)
             self._drop_lease()
             raise
 
@@ -130,13 +130,13 @@ class Run:
         begun = False
         try:
             prior = await store.aget_run(self.run_id) if self._observers else None
-            await store.abegin_run(self.run_id, ttl=self.ttl)
+            await store.abegin_run(self.run_id, ttl=self.ttl, owner=self.owner)
             begun = True
             self._load(await store.aload_steps(self.run_id), taken_over(prior))
         except BaseException:
             if begun:
                 with contextlib.suppress(Exception):
-                    await store.aend_run(self.run_id, "failed", RunMetrics())
+                    await store.aend_run(self.run_id, "failed", RunMetrics(), owner=self.owner)
             await self._adrop_lease()
             raise
 
@@ -175,7 +175,8 @@ class Run:
         store = self.middleware.store
         try:
             if not self._lease_lost():
-                store.end_run(self.run_id, self.status, self.metrics)
+                with final_write(failed):
+                    store.end_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
             self._drop_lease()
 
@@ -190,7 +191,8 @@ class Run:
         store = self.middleware.store
         try:
             if not self._lease_lost():
-                await store.aend_run(self.run_id, self.status, self.metrics)
+                with final_write(failed):
+                    await store.aend_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
             await self._adrop_lease()
 
@@ -256,10 +258,11 @@ class Run:
         Raises:
             DivergenceError: With `strict=True`, when this call is new while recorded calls of
                 the same site remain unconsumed.
-            RunLockedError: The lease was lost to another process.
+            LeaseLostError: The lease lapsed or was taken over; the run must stop.
+            DataLostError: The run vanished from the store (see `DataLostError`).
         """
         if self._keeper is not None and self._keeper.expired:
-            raise RunLockedError(self.run_id, "another process", 0.0)
+            raise lost_error(self.middleware.store, self.run_id, self.owner, self._keeper.lost_to)
         base = f"{kind}:{name}:{self.digest(key_input)}"
         policy = on_incomplete or self.on_incomplete
         record_failures = (

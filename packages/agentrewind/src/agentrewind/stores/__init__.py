@@ -6,11 +6,19 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ._base import LeaseResult, Store
+from ._base import LeaseResult, PruneResult, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_URL", "LeaseResult", "MemoryStore", "SQLiteStore", "Store", "connect"]
+__all__ = [
+    "DEFAULT_URL",
+    "LeaseResult",
+    "MemoryStore",
+    "PruneResult",
+    "SQLiteStore",
+    "Store",
+    "connect",
+]
 
 DEFAULT_URL = "sqlite:///.agentrewind/agentrewind.db"
 """Store used when no URL is given and `$AGENTREWIND_STORE` is unset."""

@@ -17,6 +17,7 @@ from ..records import RunInfo, RunMetrics, StepRecord
 
 __all__ = [
     "LeaseResult",
+    "PruneResult",
     "Store",
     "lease_owner_is_dead",
     "make_lease_owner",
@@ -102,11 +103,31 @@ class LeaseResult(tuple[bool, str, float]):
         return self[0]
 
 
+class PruneResult(int):
+    """How many runs `prune` deleted (an `int`), and which leased runs it skipped."""
+
+    skipped: tuple[str, ...]
+    """Runs that were due but another process is driving (live lease); pass `force=True`."""
+
+    def __new__(cls, deleted: int, skipped: tuple[str, ...] = ()) -> PruneResult:
+        self = super().__new__(cls, deleted)
+        self.skipped = skipped
+        return self
+
+
 class Store(abc.ABC):
     """Where runs, steps, branch heads and leases live.
 
     Every method is sync; each has an `a`-prefixed async twin that runs it on the
     store's worker threads, so sync and async share one implementation.
+
+    Fencing: every write of a run takes an `owner`, the lease owner token of its writer (see
+    `acquire_lease`). A write with an owner is applied only if that owner holds the run's
+    unexpired lease, checked atomically with the write; otherwise nothing is written and it
+    raises `LeaseLostError` (another process holds the lease, or it expired or was deleted)
+    or `DataLostError` (the run's record and lease vanished: a Redis restart without
+    persistence, a flush, an eviction, a forced delete). `owner=None` writes unfenced (tools
+    that write runs nobody drives, such as `import`).
     """
 
     scheme: str = ""
@@ -144,17 +165,22 @@ class Store(abc.ABC):
 
     # -- runs -------------------------------------------------------------------------------
     @abc.abstractmethod
-    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+    def begin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         """Create the run if needed, mark it `running` and return it.
 
         Args:
             run_id: The run.
             ttl: Seconds the run lives after its last write; `None` keeps the current setting.
+            owner: The writer's lease owner token: fences the write (see the class docstring).
         """
 
     @abc.abstractmethod
-    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
-        """Set the run's status and add `metrics` to its totals."""
+    def end_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
+        """Set the run's status and add `metrics` to its totals (fenced by `owner`)."""
 
     @abc.abstractmethod
     def get_run(self, run_id: str) -> RunInfo | None:
@@ -162,26 +188,58 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
-        """Return up to `limit` runs, most recently updated first."""
+        """Return up to `limit` runs, most recently updated first.
 
-    @abc.abstractmethod
-    def delete_run(self, run_id: str) -> bool:
-        """Delete the run with all its steps, heads and lease; True if it existed."""
+        A `running` run whose owner died (its lease expired, or its process on this host is
+        gone) is listed with status `crashed`.
+        """
 
-    @abc.abstractmethod
-    def set_ttl(self, run_id: str, ttl: float | None) -> None:
-        """Expire the run `ttl` seconds after its last write (refreshed by writes); None: never."""
-
-    def prune(self, *, keep_last: int | None = None, older_than: float | None = None) -> int:
-        """Delete expired runs, runs beyond the `keep_last` newest, and runs idle `older_than` s.
+    def crashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
+        """Runs whose owner died while they were `running`: resume them (e.g. at start-up).
 
         Returns:
-            How many runs were deleted.
+            Up to `limit` runs with status `crashed`, most recently updated first.
+        """
+        return [r for r in self.list_runs(limit=1_000_000) if r.status == "crashed"][:limit]
+
+    @abc.abstractmethod
+    def delete_run(self, run_id: str, *, force: bool = False) -> bool:
+        """Delete the run with all its steps, heads and lease; True if it existed.
+
+        Args:
+            run_id: The run.
+            force: Delete it even while another process holds its lease; that process's
+                next write then fails (`DataLostError`) instead of writing half a run back.
+
+        Raises:
+            RunLockedError: A live process holds the run's lease and `force` is False.
+        """
+
+    @abc.abstractmethod
+    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
+        """Expire the run `ttl` seconds after its last write (refreshed by writes); None: never."""
+
+    def prune(
+        self,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+        force: bool = False,
+    ) -> PruneResult:
+        """Delete expired runs, runs beyond the `keep_last` newest, and runs idle `older_than` s.
+
+        A due run that a live process is driving (it holds the run's lease) is skipped and
+        listed in the result's `skipped`, unless `force` is True.
+
+        Returns:
+            How many runs were deleted (an `int`), with `skipped` run ids.
 
         Raises:
             ValueError: `keep_last` or `older_than` is negative (it would delete every run).
         """
         import time
+
+        from ..errors import RunLockedError
 
         if keep_last is not None and keep_last < 0:
             raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
@@ -196,26 +254,37 @@ class Store(abc.ABC):
             ):
                 doomed.append(run.run_id)
         deleted = self._purge_expired()
+        skipped: list[str] = []
         for run_id in doomed:
-            deleted += self.delete_run(run_id)
-        return deleted
+            try:
+                deleted += self.delete_run(run_id, force=force)
+            except RunLockedError:
+                skipped.append(run_id)
+        return PruneResult(deleted, tuple(skipped))
 
     def _purge_expired(self) -> int:
         return 0
 
     # -- steps ------------------------------------------------------------------------------
     @abc.abstractmethod
-    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+    ) -> None:
         """Insert or replace steps (keyed by run and key) in one atomic write.
 
         Args:
             records: Steps, all of one run when `heads` is given.
             heads: Branch heads of that run to move in the same write (`{branch: step_id}`).
+            owner: The writer's lease owner token: fences the write (see the class docstring).
         """
 
-    def put_step(self, record: StepRecord) -> None:
-        """Insert or replace one step atomically."""
-        self.put_steps([record])
+    def put_step(self, record: StepRecord, *, owner: str | None = None) -> None:
+        """Insert or replace one step atomically (fenced by `owner`)."""
+        self.put_steps([record], owner=owner)
 
     @staticmethod
     def _heads_run(records: list[StepRecord], heads: dict[str, str] | None) -> str | None:
@@ -236,8 +305,10 @@ class Store(abc.ABC):
 
     # -- branch heads -----------------------------------------------------------------------
     @abc.abstractmethod
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
-        """Point `branch` of the run at `step_id` (None deletes the branch)."""
+    def set_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
+        """Point `branch` of the run at `step_id` (None deletes the branch; fenced by `owner`)."""
 
     @abc.abstractmethod
     def get_heads(self, run_id: str) -> dict[str, str]:
@@ -250,6 +321,15 @@ class Store(abc.ABC):
 
         Succeeds when the lease is free, expired, already `owner`'s, or held by a dead
         process on this host. Otherwise returns the current owner and its remaining time.
+        """
+
+    @abc.abstractmethod
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Extend the lease for `ttl` seconds only if `owner` still holds it, unexpired.
+
+        Unlike `acquire_lease`, never takes a free lease: a lease that vanished (expired,
+        deleted, lost with the store's data) stays lost, so its owner stops. A failed renewal
+        returns the current holder ('' when nobody) and its remaining time.
         """
 
     @abc.abstractmethod
@@ -274,13 +354,17 @@ class Store(abc.ABC):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    async def abegin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+    async def abegin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         """Async twin of `begin_run`."""
-        return await self._in_thread(self.begin_run, run_id, ttl=ttl)
+        return await self._in_thread(self.begin_run, run_id, ttl=ttl, owner=owner)
 
-    async def aend_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+    async def aend_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
         """Async twin of `end_run`."""
-        await self._in_thread(self.end_run, run_id, status, metrics)
+        await self._in_thread(self.end_run, run_id, status, metrics, owner=owner)
 
     async def aget_run(self, run_id: str) -> RunInfo | None:
         """Async twin of `get_run`."""
@@ -290,27 +374,43 @@ class Store(abc.ABC):
         """Async twin of `list_runs`."""
         return await self._in_thread(self.list_runs, limit=limit)
 
-    async def adelete_run(self, run_id: str) -> bool:
+    async def acrashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
+        """Async twin of `crashed_runs`."""
+        return await self._in_thread(self.crashed_runs, limit=limit)
+
+    async def adelete_run(self, run_id: str, *, force: bool = False) -> bool:
         """Async twin of `delete_run`."""
-        return await self._in_thread(self.delete_run, run_id)
+        return await self._in_thread(self.delete_run, run_id, force=force)
 
-    async def aset_ttl(self, run_id: str, ttl: float | None) -> None:
+    async def aset_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         """Async twin of `set_ttl`."""
-        await self._in_thread(self.set_ttl, run_id, ttl)
+        await self._in_thread(self.set_ttl, run_id, ttl, owner=owner)
 
-    async def aprune(self, *, keep_last: int | None = None, older_than: float | None = None) -> int:
+    async def aprune(
+        self,
+        *,
+        keep_last: int | None = None,
+        older_than: float | None = None,
+        force: bool = False,
+    ) -> PruneResult:
         """Async twin of `prune`."""
-        return await self._in_thread(self.prune, keep_last=keep_last, older_than=older_than)
+        return await self._in_thread(
+            self.prune, keep_last=keep_last, older_than=older_than, force=force
+        )
 
     async def aput_steps(
-        self, records: list[StepRecord], *, heads: dict[str, str] | None = None
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> None:
         """Async twin of `put_steps`."""
-        await self._in_thread(self.put_steps, records, heads=heads)
+        await self._in_thread(self.put_steps, records, heads=heads, owner=owner)
 
-    async def aput_step(self, record: StepRecord) -> None:
+    async def aput_step(self, record: StepRecord, *, owner: str | None = None) -> None:
         """Async twin of `put_step`."""
-        await self._in_thread(self.put_step, record)
+        await self._in_thread(self.put_step, record, owner=owner)
 
     async def aload_steps(self, run_id: str) -> list[StepRecord]:
         """Async twin of `load_steps`."""
@@ -320,9 +420,11 @@ class Store(abc.ABC):
         """Async twin of `get_step`."""
         return await self._in_thread(self.get_step, run_id, step_id)
 
-    async def aset_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+    async def aset_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
         """Async twin of `set_head`."""
-        await self._in_thread(self.set_head, run_id, branch, step_id)
+        await self._in_thread(self.set_head, run_id, branch, step_id, owner=owner)
 
     async def aget_heads(self, run_id: str) -> dict[str, str]:
         """Async twin of `get_heads`."""
@@ -331,6 +433,10 @@ class Store(abc.ABC):
     async def aacquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
         """Async twin of `acquire_lease`."""
         return await self._in_thread(self.acquire_lease, run_id, owner, ttl)
+
+    async def arenew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Async twin of `renew_lease`."""
+        return await self._in_thread(self.renew_lease, run_id, owner, ttl)
 
     async def arelease_lease(self, run_id: str, owner: str) -> None:
         """Async twin of `release_lease`."""

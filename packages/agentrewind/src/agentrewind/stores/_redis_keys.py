@@ -61,13 +61,45 @@ class RunKeys:
         return [self.steps, self.order, self.ids, self.run, self.heads]
 
     def all(self) -> list[str]:
-        """Every key of the run."""
+        """Every key of the run (the lease last: fenced scripts find it at KEYS[6])."""
         return [*self.data_keys(), self.lease]
 
 
 def runs_index(prefix: str, namespace: str) -> str:
     """The sorted set of a namespace's run ids, scored by creation time."""
     return namespace_key(prefix, namespace, "runs")
+
+
+FENCE_MARK = "AGENTREWIND_FENCE"
+
+
+def _fence(needs_run: bool) -> str:
+    """Lua prelude of a fenced write: KEYS[6] is the lease, ARGV[1] the writer ('' unfenced).
+
+    ARGV[1] is removed, so the script's own arguments keep their numbers. A failed check
+    aborts the script with an error `FENCE_MARK<TAB>holder<TAB>pttl<TAB>run exists`.
+    """
+    check_run = (
+        """
+  if exists == 0 then
+    return redis.error_reply('AGENTREWIND_FENCE\t' .. owner .. '\t60000\t0')
+  end"""
+        if needs_run
+        else ""
+    )
+    return f"""
+local owner = table.remove(ARGV, 1)
+if owner ~= '' then
+  local holder = redis.call('GET', KEYS[6])
+  local exists = redis.call('EXISTS', KEYS[4])
+  if holder ~= owner then
+    local pttl = 0
+    if holder then pttl = redis.call('PTTL', KEYS[6]) end
+    return redis.error_reply(
+      'AGENTREWIND_FENCE\t' .. (holder or '') .. '\t' .. pttl .. '\t' .. exists)
+  end{check_run}
+end
+"""
 
 
 # Refresh the TTL of every data key of a run (KEYS[1..5]) from the run hash (KEYS[4]).
@@ -84,10 +116,12 @@ redis.call('HSETNX', KEYS[4], 'status', 'running')
 redis.call('HSET', KEYS[4], 'updated_at', ARGV[1])
 """
 
-# KEYS: run data keys. ARGV: now, n_heads, (branch, step_id) * n_heads, then
+# KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now, n_heads,
+# (branch, step_id) * n_heads, then
 # (key, step_id, seq, data) per record.
 PUT_STEPS = (
-    _TOUCH
+    _fence(True)
+    + _TOUCH
     + """
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1]) end
@@ -101,9 +135,11 @@ end
     + "return 1"
 )
 
-# KEYS: run data keys. ARGV: now, ttl_ms ('' keeps the current one), status.
+# KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now,
+# ttl_ms ('' keeps the current one), status.
 BEGIN_RUN = (
-    _TOUCH
+    _fence(False)
+    + _TOUCH
     + """
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], 'ttl_ms', ARGV[2]) end
 redis.call('HSET', KEYS[4], 'status', ARGV[3])
@@ -112,9 +148,11 @@ redis.call('HSET', KEYS[4], 'status', ARGV[3])
     + "return redis.call('HGETALL', KEYS[4])"
 )
 
-# KEYS: run data keys. ARGV: now, status, metrics json to add to the run's totals.
+# KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now, status,
+# metrics json to add to the run's totals.
 END_RUN = (
-    _TOUCH
+    _fence(True)
+    + _TOUCH
     + """
 local cur = redis.call('HGET', KEYS[4], 'metrics')
 local total = cur and cjson.decode(cur) or {}
@@ -125,9 +163,11 @@ redis.call('HSET', KEYS[4], 'status', ARGV[2], 'metrics', cjson.encode(total))
     + "return 1"
 )
 
-# KEYS: run data keys. ARGV: now, ttl_ms ('' or '0' removes it).
+# KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now,
+# ttl_ms ('' or '0' removes it).
 SET_TTL = (
-    _TOUCH
+    _fence(True)
+    + _TOUCH
     + """
 if ARGV[2] == '' or ARGV[2] == '0' then
   redis.call('HDEL', KEYS[4], 'ttl_ms')
@@ -140,9 +180,10 @@ end
     + "return 1"
 )
 
-# KEYS: run data keys. ARGV: now, branch, step_id ('' deletes).
+# KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now, branch, step_id ('' deletes).
 SET_HEAD = (
-    _TOUCH
+    _fence(True)
+    + _TOUCH
     + """
 if ARGV[3] == '' then redis.call('HDEL', KEYS[5], ARGV[2])
 else redis.call('HSET', KEYS[5], ARGV[2], ARGV[3]) end
@@ -159,6 +200,27 @@ if (not cur) or cur == ARGV[1] or (ARGV[3] ~= '' and cur == ARGV[3]) then
   return {1, ARGV[1], tonumber(ARGV[2])}
 end
 return {0, cur, redis.call('PTTL', KEYS[1])}
+"""
+
+# KEYS[1]: lease. ARGV: owner, ttl_ms. Extends only the owner's own live lease.
+RENEW_LEASE = """
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, ARGV[1], tonumber(ARGV[2])}
+end
+if not cur then return {0, '', 0} end
+return {0, cur, redis.call('PTTL', KEYS[1])}
+"""
+
+# KEYS: every key of a run, the lease last. ARGV[1]: '1' to delete whatever holds the lease,
+# else the lease holder the caller judged dead ('' for none). Returns {deleted, holder, pttl}.
+DELETE_RUN = """
+local cur = redis.call('GET', KEYS[#KEYS])
+if ARGV[1] == '1' or (not cur) or cur == ARGV[2] then
+  return {redis.call('DEL', unpack(KEYS)), '', 0}
+end
+return {-1, cur, redis.call('PTTL', KEYS[#KEYS])}
 """
 
 RELEASE_LEASE = """

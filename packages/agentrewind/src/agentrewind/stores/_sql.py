@@ -41,11 +41,18 @@ SET_TTL = """UPDATE ar_runs SET ttl = ?3,
 END_RUN = (
     "UPDATE ar_runs SET status = ?3, metrics = ?4, updated_at = ?5 WHERE ns = ?1 AND run_id = ?2"
 )
-RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
-GET_RUN = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ? AND run_id = ?
-    AND (expires_at IS NULL OR expires_at >= ?)"""
-LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM ar_runs WHERE ns = ?
-    AND (expires_at IS NULL OR expires_at >= ?) ORDER BY updated_at DESC LIMIT ?"""
+# With the lease's owner and expiry, so a `running` run whose owner died shows as `crashed`.
+RUN_COLUMNS = """r.run_id, r.status, r.created_at, r.updated_at, r.expires_at, r.metrics,
+    l.owner, l.expires_at"""
+_RUNS_WITH_LEASE = "ar_runs r LEFT JOIN ar_leases l ON l.ns = r.ns AND l.run_id = r.run_id"
+GET_RUN = f"""SELECT {RUN_COLUMNS} FROM {_RUNS_WITH_LEASE} WHERE r.ns = ? AND r.run_id = ?
+    AND (r.expires_at IS NULL OR r.expires_at >= ?)"""
+LIST_RUNS = f"""SELECT {RUN_COLUMNS} FROM {_RUNS_WITH_LEASE} WHERE r.ns = ?
+    AND (r.expires_at IS NULL OR r.expires_at >= ?) ORDER BY r.updated_at DESC LIMIT ?"""
+# The fence of a write by a lease owner: the lease, and whether the run (unexpired) exists.
+FENCE = """SELECT l.owner, l.expires_at, EXISTS (SELECT 1 FROM ar_runs r
+        WHERE r.ns = ?1 AND r.run_id = ?2 AND (r.expires_at IS NULL OR r.expires_at >= ?3))
+    FROM (SELECT 1) LEFT JOIN ar_leases l ON l.ns = ?1 AND l.run_id = ?2"""
 RUN_EXPIRED = "SELECT 1 FROM ar_runs WHERE ns = ? AND run_id = ? AND expires_at < ?"
 EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE ns = ? AND expires_at < ?"
 # Everything of a run but its lease (an expired run revived by a lease holder keeps the lease).
@@ -72,3 +79,5 @@ GET_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id = ?
 SET_LEASE = """INSERT INTO ar_leases (ns, run_id, owner, expires_at) VALUES (?, ?, ?, ?)
     ON CONFLICT (ns, run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"""
 RELEASE_LEASE = "DELETE FROM ar_leases WHERE ns = ? AND run_id = ? AND owner = ?"
+RENEW_LEASE = """UPDATE ar_leases SET expires_at = ?5
+    WHERE ns = ?1 AND run_id = ?2 AND owner = ?3 AND expires_at > ?4"""

@@ -7,6 +7,7 @@ import time
 
 from ..records import RunInfo, RunMetrics, StepRecord
 from ._base import LeaseResult, Store, lease_owner_is_dead
+from ._fence import check_fence, lease_is_live, leased_error, run_status
 
 __all__ = ["MemoryStore"]
 
@@ -75,20 +76,32 @@ class MemoryStore(Store):
             run = self._runs[run_id] = _Run(RunInfo(run_id, "running", now, now))
         return run
 
-    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+    def _fenced(self, run_id: str, owner: str | None, now: float, needs_run: bool = True) -> _Run:
+        """The run to write, after the fence check of a write by `owner` (under the lock)."""
+        if owner is not None:
+            run = self._live(run_id)
+            lease = None if run is None else run.lease
+            check_fence(run_id, owner, lease, now, run_exists=run is not None, needs_run=needs_run)
+        return self._ensure(run_id, now)
+
+    def begin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         now = time.time()
         with self._lock:
-            run = self._ensure(run_id, now)
+            run = self._fenced(run_id, owner, now, needs_run=False)
             if ttl is not None:
                 run.ttl = ttl
             run.info.status = "running"
             self._touch(run, now)
-            return _copy(run.info)
+            return _copy(run, None)
 
-    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+    def end_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
         now = time.time()
         with self._lock:
-            run = self._ensure(run_id, now)
+            run = self._fenced(run_id, owner, now)
             run.info.status = status
             run.info.metrics.add(metrics)
             self._touch(run, now)
@@ -96,21 +109,27 @@ class MemoryStore(Store):
     def get_run(self, run_id: str) -> RunInfo | None:
         with self._lock:
             run = self._live(run_id)
-            return None if run is None else _copy(run.info)
+            return None if run is None else _copy(run, time.time())
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        now = time.time()
         with self._lock:
             runs = [r for r in (self._live(k) for k in list(self._runs)) if r is not None]
             runs.sort(key=lambda r: r.info.updated_at, reverse=True)
-            return [_copy(r.info) for r in runs[:limit]]
+            return [_copy(r, now) for r in runs[:limit]]
 
-    def delete_run(self, run_id: str) -> bool:
+    def delete_run(self, run_id: str, *, force: bool = False) -> bool:
+        now = time.time()
         with self._lock:
+            run = self._runs.get(run_id)
+            if not force and run is not None and lease_is_live(run.lease, now):
+                assert run.lease is not None
+                raise leased_error(run_id, run.lease, now)
             return self._runs.pop(run_id, None) is not None
 
-    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         with self._lock:
-            run = self._ensure(run_id, time.time())
+            run = self._fenced(run_id, owner, time.time())
             run.ttl = ttl
             self._touch(run, time.time())
 
@@ -121,11 +140,19 @@ class MemoryStore(Store):
                 self._live(run_id)
             return before - len(self._runs)
 
-    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+    ) -> None:
         head_run = self._heads_run(records, heads)
         encoded = [(r.run_id, r.key, r.encode()) for r in records]
         now = time.time()
         with self._lock:
+            for run_id in {r.run_id for r in records}:
+                self._fenced(run_id, owner, now)
             for run_id, key, data in encoded:
                 run = self._ensure(run_id, now)
                 run.steps[key] = data
@@ -147,9 +174,11 @@ class MemoryStore(Store):
                 return record
         return None
 
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+    def set_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
         with self._lock:
-            run = self._ensure(run_id, time.time())
+            run = self._fenced(run_id, owner, time.time())
             if step_id is None:
                 run.heads.pop(branch, None)
             else:
@@ -171,6 +200,18 @@ class MemoryStore(Store):
             run.lease = (owner, now + ttl)
             return LeaseResult((True, owner, ttl))
 
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        with self._lock:
+            run = self._live(run_id)
+            lease = None if run is None else run.lease
+            if run is None or lease is None or lease[0] != owner or lease[1] <= now:
+                if lease is None or lease[1] <= now:
+                    return LeaseResult((False, "", 0.0))
+                return LeaseResult((False, lease[0], lease[1] - now))
+            run.lease = (owner, now + ttl)
+            return LeaseResult((True, owner, ttl))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         with self._lock:
             run = self._runs.get(run_id)
@@ -178,12 +219,14 @@ class MemoryStore(Store):
                 run.lease = None
 
 
-def _copy(info: RunInfo) -> RunInfo:
+def _copy(run: _Run, now: float | None) -> RunInfo:
+    """A snapshot of the run's info; with `now`, a dead owner's `running` shows as `crashed`."""
+    info = run.info
     metrics = RunMetrics()
     metrics.add(info.metrics)
     return RunInfo(
         info.run_id,
-        info.status,
+        info.status if now is None else run_status(info.status, run.lease, now),
         info.created_at,
         info.updated_at,
         info.expires_at,

@@ -13,6 +13,7 @@ from ..errors import SchemaVersionError, StoreError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _pg_sql as Q
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._fence import check_fence, lease_is_live, leased_error, run_status
 from ._pg_db import PostgresDatabase, Statement, quote_schema
 
 __all__ = ["PostgresStore"]
@@ -156,12 +157,42 @@ class PostgresStore(Store):
         return self.db.run_in(conn, statements, fetch=fetch)
 
     # -- runs -------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+    def _fenced(
+        self, run_id: str, owner: str | None, statements: list[Statement], **kw: Any
+    ) -> Any:
+        """`write(statements)`, behind the lease fence of `owner` (None: unfenced).
+
+        The fence (`ar_fence`, the transaction's first statement) locks the lease row until
+        the commit; when it refuses, the lease and run are read to name the cause.
+        """
+        if owner is None:
+            return self.write(statements, **kw)
+        if kw.get("fetch") is not None:
+            kw["fetch"] += 2
+        live = {"ns": self.namespace, "run": run_id, "now": time.time()}
+        fence = [self.fence_statement(run_id, owner), (self.render(_EXPIRED_FENCE), live)]
+        try:
+            return self.write([*fence, *statements], **kw)
+        except StoreError as exc:
+            if "agentrewind: lease of run" not in str(exc):
+                raise
+            now = time.time()
+            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+            lease = None if row is None else (row[0], float(row[1]))
+            exists = self.get_run(run_id) is not None
+            check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
+            raise
+
+    def begin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
         args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
-        return _run_info(self.write([(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
+        return _run_info(self._fenced(run_id, owner, [(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
 
-    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+    def end_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
         args = {
             "ns": self.namespace,
             "run": run_id,
@@ -169,17 +200,34 @@ class PostgresStore(Store):
             "now": time.time(),
             "metrics": json.dumps(metrics.as_dict()),
         }
-        self.write([(self.sql("END_RUN"), args)])
+        self._fenced(run_id, owner, [(self.sql("END_RUN"), args)])
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self.db.fetchone(self.sql("GET_RUN"), (self.namespace, run_id, time.time()))
-        return None if row is None else _run_info(row)
+        return None if row is None else self._crashed([_run_info(row)])[0]
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
         rows = self.db.fetchall(self.sql("LIST_RUNS"), (self.namespace, time.time(), limit))
-        return [_run_info(r) for r in rows]
+        return self._crashed([_run_info(r) for r in rows])
 
-    def delete_run(self, run_id: str) -> bool:
+    def _crashed(self, runs: list[RunInfo]) -> list[RunInfo]:
+        """Mark `running` runs whose owner died as `crashed` (one lease query, if any runs)."""
+        running = [r.run_id for r in runs if r.status == "running"]
+        if running:
+            rows = self.db.fetchall(self.render(_LEASES), (self.namespace, running))
+            leases = {run: (owner, float(until)) for run, owner, until in rows}
+            now = time.time()
+            for r in runs:
+                if r.status == "running":
+                    r.status = run_status(r.status, leases.get(r.run_id), now)
+        return runs
+
+    def delete_run(self, run_id: str, *, force: bool = False) -> bool:
+        if not force:
+            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+            now = time.time()
+            if row is not None and lease_is_live((row[0], float(row[1])), now):
+                raise leased_error(run_id, (row[0], float(row[1])), now)
         return bool(self._delete_runs([run_id]))
 
     def _delete_runs(self, runs: list[str]) -> int:
@@ -187,16 +235,22 @@ class PostgresStore(Store):
         statements = [(s, args) for s in self.sql("DELETE_RUN")]
         return len(self.write(statements, fetch=len(statements) - 1))
 
-    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
-        self.write([(self.sql("SET_TTL"), args)])
+        self._fenced(run_id, owner, [(self.sql("SET_TTL"), args)])
 
     def _purge_expired(self) -> int:
         rows = self.db.fetchall(self.sql("EXPIRED_RUNS"), (self.namespace, time.time()))
         return self._delete_runs([r[0] for r in rows]) if rows else 0
 
     # -- steps ------------------------------------------------------------------------------
-    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+    ) -> None:
         head_run = self._heads_run(records, heads)
         if not records and not heads:
             return
@@ -215,7 +269,9 @@ class PostgresStore(Store):
             "datas": [r.encode() for r in records],
         }
         args |= self._heads_args(head_run or "", heads if head_run is not None and heads else {})
-        self.write([(self.sql("PUT_STEPS"), args)])
+        if owner is not None and len(runs) > 1:
+            raise ValueError("a fenced put_steps writes records of one run")
+        self._fenced(runs[0], owner, [(self.sql("PUT_STEPS"), args)])
 
     def _heads_args(self, run_id: str, heads: dict[str, str]) -> dict[str, Any]:
         return {
@@ -236,15 +292,17 @@ class PostgresStore(Store):
         return None if row is None else StepRecord.decode(row[1], where=f"run {run_id!r}")
 
     # -- heads ------------------------------------------------------------------------------
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+    def set_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
         if step_id is None:
-            self.write(
-                [(self.sql("DELETE_HEAD"), {"ns": self.namespace, "run": run_id, "b": branch})]
-            )
+            args0 = {"ns": self.namespace, "run": run_id, "b": branch}
+            self._fenced(run_id, owner, [(self.sql("DELETE_HEAD"), args0)])
             return
         args: dict[str, Any] = {"runs": [run_id], "now": time.time(), "datas": []}
         args |= {"runs_of": [], "keys": [], "ids": [], "seqs": []}
-        self.write([(self.sql("PUT_STEPS"), args | self._heads_args(run_id, {branch: step_id}))])
+        heads = args | self._heads_args(run_id, {branch: step_id})
+        self._fenced(run_id, owner, [(self.sql("PUT_STEPS"), heads)])
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
@@ -276,6 +334,16 @@ class PostgresStore(Store):
             raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
         return LeaseResult((False, row[0], max(float(row[1]) - time.time(), 0.0)))
 
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
+        if self.write([(self.render(_RENEW), args)], fetch=0):
+            return LeaseResult((True, owner, ttl))
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        if row is None or float(row[1]) <= now:
+            return LeaseResult((False, "", 0.0))
+        return LeaseResult((False, row[0], float(row[1]) - now))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         self.write([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
 
@@ -305,6 +373,16 @@ class PostgresStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
+
+
+# After `ar_fence` (which locked the lease row): an expired lease fails the fence too, by
+# calling `ar_fence` with an owner nobody has.
+_EXPIRED_FENCE = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
+    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at <= %(now)s"""
+_LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
+_RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
+    WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s
+    RETURNING owner"""
 
 
 def _run_info(row: tuple[Any, ...]) -> RunInfo:

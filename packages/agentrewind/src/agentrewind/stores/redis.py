@@ -13,8 +13,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _redis_keys as K
+from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
+from ._fence import run_status
 from ._redis_migrate import check_layout, holds_layout_1
+from ._redis_safety import FenceFailure, warn_if_volatile
 
 try:
     import redis as _redis
@@ -54,6 +57,9 @@ class RedisStore(Store):
             timed-out command is not sent again, since it may have been applied).
         migrate: Move the keys of a store written by an older key layout (stop the old
             version's processes first); without it such a store raises `SchemaVersionError`.
+        persistence_warning: Warn (`RedisPersistenceWarning`, once per server and process)
+            when the server keeps nothing across a restart (no AOF, no RDB snapshots).
+            Default: on, unless `$AGENTREWIND_REDIS_PERSISTENCE_WARNING` is `0`.
         read_only: Write nothing on connect (no schema or layout marker); for readers such as
             the CLI's read commands.
     """
@@ -69,6 +75,7 @@ class RedisStore(Store):
         cluster: bool | None = None,
         socket_timeout: float = 5.0,
         migrate: bool = False,
+        persistence_warning: bool | None = None,
         read_only: bool = False,
     ) -> None:
         super().__init__(url=redact(url), namespace=namespace)
@@ -114,13 +121,16 @@ class RedisStore(Store):
                         "SET_TTL",
                         "SET_HEAD",
                         "ACQUIRE_LEASE",
+                        "RENEW_LEASE",
                         "RELEASE_LEASE",
+                        "DELETE_RUN",
                     )
                 }
             )
             self._key_cache: dict[str, K.RunKeys] = {}
             try:
                 self._check_schema()
+                warn_if_volatile(self.client, self.url, persistence_warning)
             except BaseException:
                 _close_client(self.client)  # the store never existed for the caller
                 raise
@@ -202,6 +212,12 @@ class RedisStore(Store):
             where=f"Redis at {self.url}",
         )
 
+    def _fenced(
+        self, name: str, run_id: str, owner: str | None, args: list[Any], now: float
+    ) -> Any:
+        """Run a fenced write script of one run (see `_redis_keys._fence`)."""
+        return safety.run_fenced(self, name, run_id, self._keys(run_id).all(), owner, args, now)
+
     def _keys(self, run_id: str) -> K.RunKeys:
         keys = self._key_cache.get(run_id)
         if keys is None:
@@ -246,25 +262,38 @@ class RedisStore(Store):
             except _redis.exceptions.NoScriptError:
                 return self.client.eval(source, len(keys), *keys, *args)
         except _redis.RedisError as exc:
+            if isinstance(exc, _redis.ResponseError) and str(exc).startswith(K.FENCE_MARK):
+                raise FenceFailure(str(exc)) from None
             raise self._translate(exc) from exc
 
     # -- runs -------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
-        keys = self._keys(run_id)
+    def begin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         ttl_ms = "" if ttl is None else str(int(ttl * 1000))
-        raw = self.run_script("BEGIN_RUN", keys.data_keys(), [time.time(), ttl_ms, "running"])
+        if owner is not None:
+            safety.check_alive(self)
+        now = time.time()
+        raw = self._fenced("BEGIN_RUN", run_id, owner, [now, ttl_ms, "running"], now)
         index = K.runs_index(self.prefix, self.namespace)
         self._call(lambda: self.client.zadd(index, {run_id: time.time()}, nx=True))
         it = iter(raw)
         return _run_info(run_id, dict(zip(it, it, strict=True)))
 
-    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
-        args = [time.time(), status, json.dumps(metrics.as_dict())]
-        self.run_script("END_RUN", self._keys(run_id).data_keys(), args)
+    def end_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
+        now = time.time()
+        self._fenced("END_RUN", run_id, owner, [now, status, json.dumps(metrics.as_dict())], now)
 
     def get_run(self, run_id: str) -> RunInfo | None:
-        raw = self._call(lambda: self.client.hgetall(self._keys(run_id).run))
-        return _run_info(run_id, raw) if raw else None
+        keys = self._keys(run_id)
+        with self.translate_errors():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.run)
+            pipe.get(keys.lease)
+            raw, holder = pipe.execute()
+        return _run_info(run_id, raw, holder) if raw else None
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
         index = K.runs_index(self.prefix, self.namespace)
@@ -276,11 +305,13 @@ class RedisStore(Store):
         with self.translate_errors():
             pipe = self.client.pipeline(transaction=False)
             for run_id in ids:
-                pipe.hgetall(self._keys(run_id).run)
+                keys = self._keys(run_id)
+                pipe.hgetall(keys.run)
+                pipe.get(keys.lease)
             results = pipe.execute()
-        for run_id, raw in zip(ids, results, strict=True):
+        for run_id, raw, holder in zip(ids, results[::2], results[1::2], strict=True):
             if raw:
-                infos.append(_run_info(run_id, raw))
+                infos.append(_run_info(run_id, raw, holder))
             else:
                 gone.append(run_id)
         if gone:
@@ -288,21 +319,27 @@ class RedisStore(Store):
         infos.sort(key=lambda r: r.updated_at, reverse=True)
         return infos[:limit]
 
-    def delete_run(self, run_id: str) -> bool:
-        keys = self._keys(run_id)
-        deleted = self._call(lambda: self.client.delete(*keys.all()))
+    def delete_run(self, run_id: str, *, force: bool = False) -> bool:
+        deleted = safety.delete_run(self, run_id, self._keys(run_id).all(), force)
         self._call(lambda: self.client.zrem(K.runs_index(self.prefix, self.namespace), run_id))
-        return bool(deleted)
+        return deleted
 
-    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         ttl_ms = "" if ttl is None else str(max(int(ttl * 1000), 1))
-        self.run_script("SET_TTL", self._keys(run_id).data_keys(), [time.time(), ttl_ms])
+        now = time.time()
+        self._fenced("SET_TTL", run_id, owner, [now, ttl_ms], now)
 
     def _purge_expired(self) -> int:
         return 0  # Redis expires keys itself; list_runs drops their index entries.
 
     # -- steps ------------------------------------------------------------------------------
-    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+    ) -> None:
         head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
@@ -312,8 +349,10 @@ class RedisStore(Store):
             if run_id == head_run and heads:
                 for branch, step_id in heads.items():
                     head_args += [branch, step_id]
-            argv = [time.time(), len(head_args) // 2, *head_args, *args]
-            self.run_script("PUT_STEPS", self._keys(run_id).data_keys(), argv)
+            now = time.time()
+            self._fenced(
+                "PUT_STEPS", run_id, owner, [now, len(head_args) // 2, *head_args, *args], now
+            )
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).steps))
@@ -337,9 +376,11 @@ class RedisStore(Store):
         return record if record.step_id == step_id else None
 
     # -- heads ------------------------------------------------------------------------------
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
-        args = [time.time(), branch, step_id or ""]
-        self.run_script("SET_HEAD", self._keys(run_id).data_keys(), args)
+    def set_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
+        now = time.time()
+        self._fenced("SET_HEAD", run_id, owner, [now, branch, step_id or ""], now)
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         raw = self._call(lambda: self.client.hgetall(self._keys(run_id).heads))
@@ -354,6 +395,13 @@ class RedisStore(Store):
         if not ok and lease_owner_is_dead(holder):
             ok, holder, pttl = self.run_script("ACQUIRE_LEASE", [key], [owner, ttl_ms, holder])
             holder = holder.decode() if isinstance(holder, bytes) else holder
+        return LeaseResult((bool(ok), holder, max(int(pttl), 0) / 1000))
+
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        key = self._keys(run_id).lease
+        ttl_ms = max(int(ttl * 1000), 1)
+        ok, holder, pttl = self.run_script("RENEW_LEASE", [key], [owner, ttl_ms])
+        holder = holder.decode() if isinstance(holder, bytes) else holder
         return LeaseResult((bool(ok), holder, max(int(pttl), 0) / 1000))
 
     def release_lease(self, run_id: str, owner: str) -> None:
@@ -389,18 +437,24 @@ def _close_client(client: Any) -> None:
     client.close()
 
 
-def _run_info(run_id: str, raw: dict[bytes, bytes]) -> RunInfo:
+def _run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -> RunInfo:
+    """A run hash as `RunInfo`; with its lease `holder` (None: none), a dead owner's `crashed`."""
+
     def get(name: str) -> str | None:
         value = raw.get(name.encode())
         return None if value is None else value.decode()
 
     updated = float(get("updated_at") or 0)
+    status = get("status") or "running"
+    if holder != b"":
+        lease = None if holder is None else (holder.decode(), float("inf"))
+        status = run_status(status, lease, updated)
     ttl_ms = get("ttl_ms")
     metrics_text = get("metrics")
     metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
     return RunInfo(
         run_id=run_id,
-        status=get("status") or "running",
+        status=status,
         created_at=float(get("created_at") or updated),
         updated_at=updated,
         expires_at=updated + int(ttl_ms) / 1000 if ttl_ms else None,

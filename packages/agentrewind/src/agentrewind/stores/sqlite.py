@@ -6,11 +6,13 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._fence import check_fence, lease_is_live, leased_error, run_status
 from .sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
@@ -73,17 +75,48 @@ class SQLiteStore(Store):
             apply_migrations(conn, "ar_schema_version", _sql.MIGRATIONS, SCHEMA_VERSION, too_new)
 
     # -- runs -------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, ttl: float | None = None) -> RunInfo:
+    def _fence_txn(
+        self,
+        conn: sqlite3.Connection,
+        run_id: str,
+        owner: str | None,
+        now: float,
+        needs_run: bool = True,
+    ) -> None:
+        """Check, inside the write transaction, that `owner` holds the run's lease."""
+        if owner is None:
+            return
+        holder, expires, exists = conn.execute(_sql.FENCE, (self.namespace, run_id, now)).fetchone()
+        lease = None if holder is None else (holder, expires)
+        check_fence(run_id, owner, lease, now, run_exists=bool(exists), needs_run=needs_run)
+
+    def check_lease_in(self, conn: sqlite3.Connection, run_id: str, owner: str) -> None:
+        """Fence a write of the caller's own tables, inside its transaction on this database.
+
+        For adapters that keep their tables in the store's file (the LangGraph saver): the
+        write commits only if `owner` still holds the lease of `run_id` at that moment.
+
+        Raises:
+            LeaseLostError: Another owner holds the lease, or it expired or was deleted.
+        """
+        self._fence_txn(conn, run_id, owner, time.time(), needs_run=False)
+
+    def begin_run(
+        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
+    ) -> RunInfo:
         now = time.time()
         with self.db.write() as conn:
+            self._fence_txn(conn, run_id, owner, now, needs_run=False)
             self._drop_expired_txn(conn, self.namespace, run_id, now)
             conn.execute(_sql.UPSERT_RUN, (self.namespace, run_id, "running", now, ttl))
-        info = self.get_run(run_id)
-        assert info is not None
-        return info
+            row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, now)).fetchone()
+        return _run_info(row, None)
 
-    def end_run(self, run_id: str, status: str, metrics: RunMetrics) -> None:
+    def end_run(
+        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
+    ) -> None:
         with self.db.write() as conn:
+            self._fence_txn(conn, run_id, owner, time.time())
             conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
             row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, 0)).fetchone()
             total = _metrics(row[5])
@@ -95,16 +128,23 @@ class SQLiteStore(Store):
 
     def get_run(self, run_id: str) -> RunInfo | None:
         with self.db.read() as conn:
-            row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, time.time())).fetchone()
-        return None if row is None else _run_info(row)
+            now = time.time()
+            row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, now)).fetchone()
+        return None if row is None else _run_info(row, now)
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        now = time.time()
         with self.db.read() as conn:
-            rows = conn.execute(_sql.LIST_RUNS, (self.namespace, time.time(), limit)).fetchall()
-        return [_run_info(r) for r in rows]
+            rows = conn.execute(_sql.LIST_RUNS, (self.namespace, now, limit)).fetchall()
+        return [_run_info(r, now) for r in rows]
 
-    def delete_run(self, run_id: str) -> bool:
+    def delete_run(self, run_id: str, *, force: bool = False) -> bool:
         with self.db.write() as conn:
+            if not force:
+                row = conn.execute(_sql.GET_LEASE, (self.namespace, run_id)).fetchone()
+                now = time.time()
+                if row is not None and lease_is_live(row, now):
+                    raise leased_error(run_id, row, now)
             return self._delete_run_txn(conn, self.namespace, run_id)
 
     @staticmethod
@@ -123,8 +163,9 @@ class SQLiteStore(Store):
             for statement in _sql.DELETE_EXPIRED_RUN:
                 conn.execute(statement, (ns, run_id))
 
-    def set_ttl(self, run_id: str, ttl: float | None) -> None:
+    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         with self.db.write() as conn:
+            self._fence_txn(conn, run_id, owner, time.time())
             conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, time.time()))
             conn.execute(_sql.SET_TTL, (self.namespace, run_id, ttl))
 
@@ -136,13 +177,20 @@ class SQLiteStore(Store):
         return len(expired)
 
     # -- steps ------------------------------------------------------------------------------
-    def put_steps(self, records: list[StepRecord], *, heads: dict[str, str] | None = None) -> None:
+    def put_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+    ) -> None:
         head_run = self._heads_run(records, heads)
         rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
         now = time.time()
         run_ids = {r.run_id for r in records}
         with self.db.write() as conn:
             for run_id in run_ids:
+                self._fence_txn(conn, run_id, owner, now)
                 self._drop_expired_txn(conn, self.namespace, run_id, now)
             conn.executemany(_sql.UPSERT_STEP, rows)
             for run_id in run_ids:
@@ -166,8 +214,11 @@ class SQLiteStore(Store):
         return None if row is None else StepRecord.decode(row[1], where=f"run {run_id!r}")
 
     # -- heads ------------------------------------------------------------------------------
-    def set_head(self, run_id: str, branch: str, step_id: str | None) -> None:
+    def set_head(
+        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+    ) -> None:
         with self.db.write() as conn:
+            self._fence_txn(conn, run_id, owner, time.time())
             if step_id is None:
                 conn.execute(_sql.DELETE_HEAD, (self.namespace, run_id, branch))
             else:
@@ -190,6 +241,17 @@ class SQLiteStore(Store):
             conn.execute(_sql.SET_LEASE, (self.namespace, run_id, owner, now + ttl))
         return LeaseResult((True, owner, ttl))
 
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        with self.db.write() as conn:
+            args = (self.namespace, run_id, owner, now, now + ttl)
+            if conn.execute(_sql.RENEW_LEASE, args).rowcount:
+                return LeaseResult((True, owner, ttl))
+            row = conn.execute(_sql.GET_LEASE, (self.namespace, run_id)).fetchone()
+        if row is None or row[1] <= now:
+            return LeaseResult((False, "", 0.0))
+        return LeaseResult((False, row[0], row[1] - now))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         with self.db.write() as conn:
             conn.execute(_sql.RELEASE_LEASE, (self.namespace, run_id, owner))
@@ -206,5 +268,9 @@ def _metrics(text: str) -> RunMetrics:
         raise StoreError(f"run metrics are not readable: {exc}") from exc
 
 
-def _run_info(row: tuple[str, str, float, float, float | None, str]) -> RunInfo:
-    return RunInfo(row[0], row[1], row[2], row[3], row[4], _metrics(row[5]))
+def _run_info(row: tuple[Any, ...], now: float | None) -> RunInfo:
+    """A run row; with `now`, a `running` run whose owner died shows as `crashed`."""
+    status = row[1]
+    if now is not None:
+        status = run_status(status, None if row[6] is None else (row[6], row[7]), now)
+    return RunInfo(row[0], status, row[2], row[3], row[4], _metrics(row[5]))

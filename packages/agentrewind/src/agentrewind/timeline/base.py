@@ -6,8 +6,11 @@ methods that drive them, so the flows never import the class that calls them.
 
 from __future__ import annotations
 
+import weakref
+
 from ..serde import Serializer
 from ..stores import Store, connect
+from ..stores._base import make_lease_owner, retire_lease_owner
 from .flow import FlowRunner
 from .view import TimelineView
 
@@ -22,6 +25,7 @@ class TimelineBase(TimelineView):
         store: A `Store`, a store URL, or None for the default store.
         serializer: How states are encoded (default: JSON with type tags, no pickle).
         events: Publish changes for `subscribe`.
+        lease_ttl: Seconds the timeline's lease lasts (see `Timeline`).
     """
 
     def __init__(
@@ -31,8 +35,13 @@ class TimelineBase(TimelineView):
         *,
         serializer: Serializer | None = None,
         events: bool = True,
+        lease_ttl: float = 30.0,
     ) -> None:
         super().__init__(name, serializer or Serializer())
+        self.lease_ttl = lease_ttl
+        self._owner = make_lease_owner()
+        self._lease_at = float("-inf")  # monotonic time the lease was last taken or renewed
+        weakref.finalize(self, retire_lease_owner, self._owner)
         self._owns_store = not isinstance(store, Store)
         self.store: Store = store if isinstance(store, Store) else connect(store)
         self._events = events

@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..errors import DataLostError, LeaseLostError, RunLockedError
 from ..records import RunMetrics
+from ..stores._fence import fence_error
 from . import events as _events
 from .base import TimelineBase
 from .checkpoint import (
@@ -45,12 +47,49 @@ def refresh(tl: TimelineBase) -> Flow[None]:
         tl._load(records, heads)
 
 
+def _hold_lease(tl: TimelineBase) -> Flow[None]:
+    """Make sure this timeline holds its run's lease before a write (caller holds the lock).
+
+    The lease is taken on the first write and renewed by writes (at most every third of
+    `lease_ttl`); every write is fenced by it in the store. When it lapsed (this process was
+    paused or idle longer than `lease_ttl`, or a write was fenced), it is taken again and the
+    view reloaded, since another process may have written meanwhile.
+    """
+    age = time.monotonic() - tl._lease_at
+    if age < tl.lease_ttl / 3:
+        return
+    sent = time.monotonic()
+    if age < tl.lease_ttl:
+        result = yield StoreCall("renew_lease", (tl.name, tl._owner, tl.lease_ttl))
+        if result.acquired:
+            tl._lease_at = sent
+            return
+        exists = (yield StoreCall("get_run", (tl.name,))) is not None
+        tl._lease_at = float("-inf")
+        raise fence_error(tl.name, tl._owner, result[1], result[2], exists)
+    result = yield StoreCall("acquire_lease", (tl.name, tl._owner, tl.lease_ttl))
+    if not result.acquired:
+        raise RunLockedError(tl.name, result[1], result[2])
+    tl._lease_at = sent
+    yield from refresh(tl)
+
+
+def _write(tl: TimelineBase, method: str, args: tuple[Any, ...], **kwargs: Any) -> Flow[None]:
+    """A store write fenced by the timeline's lease; a fenced-off write drops the lease."""
+    try:
+        yield StoreCall(method, args, {**kwargs, "owner": tl._owner})
+    except (LeaseLostError, DataLostError):
+        tl._lease_at = float("-inf")  # the next write takes the lease again, and reloads
+        raise
+
+
 def _ensure_run(tl: TimelineBase) -> Flow[None]:
+    yield from _hold_lease(tl)
     if tl._created:
         return
     if (yield StoreCall("get_run", (tl.name,))) is None:
-        yield StoreCall("begin_run", (tl.name,))
-        yield StoreCall("end_run", (tl.name, "active", RunMetrics()))
+        yield from _write(tl, "begin_run", (tl.name,))
+        yield from _write(tl, "end_run", (tl.name, "active", RunMetrics()))
     tl._created = True
 
 
@@ -98,7 +137,7 @@ def commit_locked(
         tl.serializer, tl.name, seq, branch, parents, tree, meta, user_meta, description,
         logic_step, failed=failed,
     )  # fmt: skip
-    yield StoreCall("put_steps", ([record],), {"heads": {branch: node.id}})
+    yield from _write(tl, "put_steps", ([record],), heads={branch: node.id})
     tl._seq = seq
     tl._nodes[node.id] = node
     tl._heads[branch] = node.id
@@ -145,7 +184,7 @@ def _rollback_locked(
 ) -> Flow[Checkpoint]:
     target = _rollback_target(tl, steps, to_checkpoint_id)
     yield from _ensure_run(tl)
-    yield StoreCall("set_head", (tl.name, tl._current, target.id))
+    yield from _write(tl, "set_head", (tl.name, tl._current, target.id))
     tl._heads[tl._current] = target.id
     tl.metrics["total_rollbacks"] += 1
     return target
@@ -173,9 +212,9 @@ def _branch_locked(tl: TimelineBase, name: str, from_checkpoint_id: str | None) 
     )
     yield from _ensure_run(tl)
     if start:
-        yield StoreCall("set_head", (tl.name, name, start))
+        yield from _write(tl, "set_head", (tl.name, name, start))
         tl._heads[name] = start
-    yield StoreCall("set_head", (tl.name, HEAD, name))
+    yield from _write(tl, "set_head", (tl.name, HEAD, name))
     tl._current = name
     tl.metrics["total_branches"] += 1
 
@@ -195,7 +234,7 @@ def _switch_locked(tl: TimelineBase, name: str) -> Flow[None]:
             f"{', '.join(sorted(tl._branch_names()))}"
         )
     yield from _ensure_run(tl)
-    yield StoreCall("set_head", (tl.name, HEAD, name))
+    yield from _write(tl, "set_head", (tl.name, HEAD, name))
     tl._current = name
 
 
@@ -211,7 +250,8 @@ def _delete_locked(tl: TimelineBase, name: str) -> Flow[None]:
         raise TimelineError(f"cannot delete the current branch {name!r}: switch first")
     if name not in tl._heads:
         raise TimelineError(f"no branch {name!r} in timeline {tl.name!r}")
-    yield StoreCall("set_head", (tl.name, name, None))
+    yield from _ensure_run(tl)
+    yield from _write(tl, "set_head", (tl.name, name, None))
     del tl._heads[name]
 
 

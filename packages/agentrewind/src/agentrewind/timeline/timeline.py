@@ -21,6 +21,7 @@ from typing import Any
 from ..ids import check_id
 from ..serde import Serializer
 from ..stores import Store
+from ..stores._base import retire_lease_owner
 from . import events as _events
 from . import ops as ops
 from .base import TimelineBase
@@ -46,6 +47,11 @@ class Timeline(TimelineBase):
         events: Publish changes for `subscribe` (one `PUBLISH` per change on Redis).
         load: Read the timeline from the store now; `Timeline.aopen` passes False and loads
             it asynchronously.
+        lease_ttl: Seconds the timeline's lease lasts. One `Timeline` object writes a timeline
+            at a time: the first write takes the timeline's lease (another live writer gets
+            `RunLockedError`), writes renew it, `close()` (or garbage collection) frees it,
+            and every write is fenced by it (`LeaseLostError` once another process took it
+            over). Reading needs no lease.
 
     Example:
         >>> tl = Timeline("research-agent", store="memory://")
@@ -62,9 +68,10 @@ class Timeline(TimelineBase):
         serializer: Serializer | None = None,
         events: bool = True,
         load: bool = True,
+        lease_ttl: float = 30.0,
     ) -> None:
         name = check_id(name, "timeline name")
-        super().__init__(name, store, serializer=serializer, events=events)
+        super().__init__(name, store, serializer=serializer, events=events, lease_ttl=lease_ttl)
         if load:
             self.refresh()
 
@@ -95,14 +102,26 @@ class Timeline(TimelineBase):
         await self.aclose()
 
     def close(self) -> None:
-        """Close the store if this timeline opened it from a URL."""
-        if self._owns_store:
-            self.store.close()
+        """Free the timeline's lease, and close the store if this timeline opened it."""
+        try:
+            if self._lease_at > float("-inf"):
+                self._lease_at = float("-inf")
+                self.store.release_lease(self.name, self._owner)
+        finally:
+            retire_lease_owner(self._owner)
+            if self._owns_store:
+                self.store.close()
 
     async def aclose(self) -> None:
         """Async twin of `close`."""
-        if self._owns_store:
-            await self.store.aclose()
+        try:
+            if self._lease_at > float("-inf"):
+                self._lease_at = float("-inf")
+                await self.store.arelease_lease(self.name, self._owner)
+        finally:
+            retire_lease_owner(self._owner)
+            if self._owns_store:
+                await self.store.aclose()
 
     def refresh(self) -> None:
         """Reload checkpoints and heads from the store (changes made by other processes)."""

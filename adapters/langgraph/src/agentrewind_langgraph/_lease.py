@@ -1,0 +1,151 @@
+"""The opt-in lease per LangGraph thread: one saver writes a thread at a time.
+
+With `RewindSaver(..., lease=True)`, the first write of a thread takes its lease in the store
+(`Store.acquire_lease`, under the name `langgraph:<thread_id>`), a keeper thread renews every
+held lease each third of `lease_ttl`, and `close()` frees them. A second saver (another
+process, or another saver object) writing the same thread meanwhile gets `RunLockedError`; a
+saver whose lease lapsed (its process was paused or cut off longer than `lease_ttl`) gets
+`LeaseLostError` on its next write, which is not applied. On SQLite the lease is also checked
+inside each write's transaction; on Redis and PostgreSQL only just before the write (on
+Redis the thread's keys and its lease live in different hash slots).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from agentrewind.adapters import (
+    LeaseLostError,
+    RunLockedError,
+    Store,
+    make_lease_owner,
+    retire_lease_owner,
+)
+
+__all__ = ["ThreadLeases"]
+
+T = TypeVar("T")
+
+
+def lease_name(thread_id: str) -> str:
+    """The lease's run id in the store (apart from core runs named after the thread)."""
+    return f"langgraph:{thread_id}"
+
+
+class ThreadLeases:
+    """The leases one saver holds, by thread id, and the thread that renews them.
+
+    Args:
+        store: The store holding the leases.
+        ttl: Seconds a lease lasts without renewal.
+    """
+
+    def __init__(self, store: Store, ttl: float) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.owner = make_lease_owner()
+        self._held: dict[str, float] = {}  # thread id -> monotonic time of the last renewal
+        self._lost: dict[str, str] = {}  # thread id -> who took it ('' when it lapsed)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+        weakref.finalize(self, retire_lease_owner, self.owner)
+
+    def hold(self, thread_id: str) -> None:
+        """Make sure this saver holds the thread's lease before a write.
+
+        Raises:
+            RunLockedError: Another live saver holds it.
+            LeaseLostError: This saver held it, and it lapsed or was taken over since; the
+                write must not happen (the graph's next invocation takes it again).
+        """
+        with self._lock:
+            lost = self._lost.get(thread_id)
+            renewed = self._held.get(thread_id)
+        if lost is not None:
+            raise LeaseLostError(lease_name(thread_id), lost, 0.0, writer=self.owner)
+        now = time.monotonic()
+        if renewed is not None:
+            if now - renewed < self.ttl:
+                return
+            self._mark_lost(thread_id, "")
+            raise LeaseLostError(lease_name(thread_id), "", 0.0, writer=self.owner)
+        result = self.store.acquire_lease(lease_name(thread_id), self.owner, self.ttl)
+        if not result.acquired:
+            raise RunLockedError(thread_id, result[1], result[2])
+        with self._lock:
+            self._held[thread_id] = now
+            if self._keeper is None:
+                self._keeper = threading.Thread(
+                    target=self._renew_all, name="agentrewind-lg-leases", daemon=True
+                )
+                self._keeper.start()
+
+    def fenced(self, thread_id: str, op: Callable[..., T]) -> Callable[..., T]:
+        """`op` checking the lease atomically with its write, where the store allows it.
+
+        On SQLite the saver's transaction checks the lease row in the same transaction
+        (`SQLiteStore.check_lease_in`); elsewhere `hold` before the write is the check.
+        """
+        check = getattr(self.store, "check_lease_in", None)
+        if check is None:
+            return op
+        name, owner = lease_name(thread_id), self.owner
+
+        def txn(conn: Any) -> T:
+            try:
+                check(conn, name, owner)
+            except LeaseLostError as exc:
+                self._mark_lost(thread_id, exc.owner)
+                raise
+            return op(conn)
+
+        return txn
+
+    def reset(self, thread_id: str) -> None:
+        """Forget a lapsed lease when a new invocation reads the thread (it takes it again)."""
+        with self._lock:
+            if self._lost.pop(thread_id, None) is not None:
+                self._held.pop(thread_id, None)
+
+    def _mark_lost(self, thread_id: str, holder: str) -> None:
+        with self._lock:
+            self._held.pop(thread_id, None)
+            self._lost[thread_id] = holder
+
+    def _renew_all(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            with self._lock:
+                held = list(self._held.items())
+            for thread_id, renewed in held:
+                sent = time.monotonic()
+                if sent - renewed >= self.ttl:  # this process stalled: never re-take it
+                    self._mark_lost(thread_id, "")
+                    continue
+                try:
+                    result = self.store.renew_lease(lease_name(thread_id), self.owner, self.ttl)
+                except Exception:
+                    continue
+                if result.acquired:
+                    with self._lock:
+                        if thread_id in self._held:
+                            self._held[thread_id] = sent
+                else:
+                    self._mark_lost(thread_id, result[1])
+
+    def close(self) -> None:
+        """Stop renewing and free every lease this saver holds."""
+        self._stop.set()
+        if self._keeper is not None:
+            self._keeper.join(timeout=2.0)
+        with self._lock:
+            held, self._held = list(self._held), {}
+        try:
+            for thread_id in held:
+                self.store.release_lease(lease_name(thread_id), self.owner)
+        finally:
+            retire_lease_owner(self.owner)
