@@ -45,6 +45,7 @@ def fill(url: str) -> dict[str, Any]:
         alt = tl.checkpoint({"q": "laptop", "sources": ["reviews"]}, description="Reviews")
         tl.switch_branch("main")
         merged = tl.merge("reviews", strategy="theirs")
+        tl.close()  # frees the timeline's lease: nobody drives it now
         mw = agentrewind.Middleware(store)
         for _ in range(2):
             with mw.run("job") as run:
