@@ -60,11 +60,9 @@ def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
     if write:
         return connect(url, namespace=ns)
     from ..stores import default_url
+    from .readonly import connect_read_only
 
-    scheme = (url or default_url()).split("://", 1)[0].lower()
-    if scheme in ("sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster"):
-        return connect(url, namespace=ns, read_only=True)
-    return connect(url, namespace=ns)
+    return connect_read_only(url or default_url(), ns)
 
 
 def color() -> bool:
@@ -123,14 +121,8 @@ def parse_since(text: str) -> float:
 
 
 def confirm(question: str, *, yes: bool) -> bool:
-    """Ask on a terminal; `--yes` answers for the user. Without a terminal, refuse.
-
-    Raises:
-        CliError: No terminal to ask on and no `--yes`.
-    """
-    if yes:
+    """Ask on a terminal; `--yes` (or no terminal to ask on) answers yes."""
+    if yes or not sys.stdin.isatty():  # scripts and pipes: no one to ask
         return True
-    if not sys.stdin.isatty():
-        raise CliError(f"{question} — refusing without a terminal to confirm on: pass --yes")
     answer = input(f"{question} [y/N] ").strip().lower()
     return answer in ("y", "yes")

@@ -89,9 +89,11 @@ def _report(
     for v in doomed:
         print(f"{verb} {v.run_id}  ({v.kind}, {v.status}, {v.steps} step(s), "
               f"updated {iso(v.info.updated_at)})")  # fmt: skip
-    for v in refused:
-        owner = v.lease[0] if v.lease else "?"
-        print(f"kept {v.run_id}: leased by {owner} (a live process); --force deletes it anyway")
+    if refused:
+        print(
+            f"skipped {len(refused)} run(s) another process is driving (live lease): "
+            f"{', '.join(v.run_id for v in refused)}; pass --force to delete them anyway"
+        )
     summary = f"{verb} {len(doomed) if args.dry_run else done} run(s)"
     if expired:
         summary += f" and {expired} expired run(s)"

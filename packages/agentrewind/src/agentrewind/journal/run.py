@@ -8,6 +8,7 @@ receive another call's result.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import hashlib
@@ -185,8 +186,6 @@ class Run:
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
             # the lease back after the release below.
-            import asyncio  # lazily: the CLI and sync users never pay for it
-
             await asyncio.get_running_loop().run_in_executor(None, self._keeper.join, 2.0)
         store = self.middleware.store
         try:

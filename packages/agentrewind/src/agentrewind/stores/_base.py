@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import functools
 import os
@@ -349,8 +350,6 @@ class Store(abc.ABC):
             with self._executor_lock:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(8, thread_name_prefix="agentrewind")
-        import asyncio  # lazily: the CLI and sync users never pay for it
-
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 

@@ -16,7 +16,7 @@ from . import _redis_keys as K
 from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._fence import run_status
-from ._redis_migrate import check_layout, holds_layout_1
+from ._redis_migrate import check_layout
 from ._redis_safety import FenceFailure, warn_if_volatile
 
 try:
@@ -60,8 +60,6 @@ class RedisStore(Store):
         persistence_warning: Warn (`RedisPersistenceWarning`, once per server and process)
             when the server keeps nothing across a restart (no AOF, no RDB snapshots).
             Default: on, unless `$AGENTREWIND_REDIS_PERSISTENCE_WARNING` is `0`.
-        read_only: Write nothing on connect (no schema or layout marker); for readers such as
-            the CLI's read commands.
     """
 
     scheme = "redis"
@@ -76,10 +74,8 @@ class RedisStore(Store):
         socket_timeout: float = 5.0,
         migrate: bool = False,
         persistence_warning: bool | None = None,
-        read_only: bool = False,
     ) -> None:
         super().__init__(url=redact(url), namespace=namespace)
-        self.read_only = read_only
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"Redis key prefix {prefix!r} must not hold '{{' or '}}'")
         _check_db(url)
@@ -186,8 +182,7 @@ class RedisStore(Store):
         key = K.SCHEMA_KEY.format(prefix=self.prefix)
         # 1 until a namespace is migrated from layout 1 (see `_redis_migrate`): processes of
         # agentrewind 0.1 sharing the server keep working on namespaces they own.
-        if not self.read_only:
-            self.client.set(key, 1, nx=True)
+        self.client.set(key, 1, nx=True)
         raw = self.client.get(key)
         current = int(raw) if raw is not None else 1
         if current > K.REDIS_SCHEMA_VERSION:
@@ -195,15 +190,6 @@ class RedisStore(Store):
                 f"Redis at {self.url} (prefix {self.prefix!r}) has schema version {current}; this "
                 f"agentrewind knows up to {K.REDIS_SCHEMA_VERSION}: upgrade agentrewind"
             )
-        if self.read_only:  # refuse old-layout data as check_layout does, marking nothing
-            if int(self.client.get(K.namespace_key(self.prefix, self.namespace, "layout")) or 0) < (
-                K.REDIS_SCHEMA_VERSION
-            ) and holds_layout_1(self.client, self.prefix, self.namespace):
-                raise SchemaVersionError(
-                    f"Redis at {self.url}: namespace {self.namespace!r} holds runs stored with "
-                    "key layout 1: connect once with migrate=True (?migrate=1) to move the keys"
-                )
-            return
         check_layout(
             self.client,
             self.prefix,

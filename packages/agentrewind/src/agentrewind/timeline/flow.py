@@ -18,18 +18,16 @@ the two runners below only perform I/O.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..stores import Store
-
-if TYPE_CHECKING:
-    import asyncio
 from .checkpoint import TimelineError
 
 __all__ = ["Blocking", "Flow", "FlowRunner", "Locked", "StoreCall", "UserCall", "Wait"]
@@ -173,8 +171,6 @@ class FlowRunner:
         return steps.result
 
     def _alock(self) -> asyncio.Lock:
-        import asyncio  # lazily: sync users (and the CLI) never import it
-
         loop = asyncio.get_running_loop()
         lock = self._alocks.get(loop)
         if lock is None:
@@ -182,8 +178,6 @@ class FlowRunner:
         return lock
 
     async def _ado(self, op: Op, held: bool) -> Any:
-        import asyncio
-
         if isinstance(op, StoreCall):
             return await getattr(self.store, "a" + op.method)(*op.args, **op.kwargs)
         if isinstance(op, Locked):
