@@ -2,8 +2,8 @@
 
 Run: `python benchmarks/core_bench.py [--steps N] [--no-dbos]` (the nox `bench` session).
 
-For each backend (memory, SQLite with durability NORMAL and FULL, Redis on 127.0.0.1:6379)
-it times, call by call:
+For each backend (memory, SQLite with durability NORMAL and FULL, and a Redis of its own
+started by _bench_redis) it times, call by call:
 
 * step record: `run.step(name, fn, i)` on a new run. A plain step has side effects, so it
   writes a `started` record before `fn` and a `completed` record after (2 writes).
@@ -29,9 +29,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from _bench_redis import bench_redis_url
+
 import agentrewind
 
-REDIS_URL = os.environ.get("AGENTREWIND_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 GOALS = {"record": {"sqlite-normal": 200.0, "redis": 300.0}, "replay": 50.0}
 DBOS_QUOTED = "1700-1800"
 
@@ -139,8 +140,8 @@ def bench_dbos(directory: Path, steps: int) -> dict[str, float] | str:
 
 def _redis_available() -> str | None:
     try:
-        agentrewind.connect(REDIS_URL).close()
-    except (agentrewind.StoreUnavailableError, ImportError) as exc:
+        agentrewind.connect(bench_redis_url()).close()
+    except (agentrewind.StoreUnavailableError, ImportError, RuntimeError) as exc:
         return str(exc)
     return None
 
@@ -148,7 +149,7 @@ def _redis_available() -> str | None:
 def _cleanup_redis(prefix: str) -> None:
     import redis
 
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(bench_redis_url())
     try:
         keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
         if keys:
@@ -161,7 +162,7 @@ def _redis_round_trip_us() -> float:
     """Median PING round trip to the benchmark's Redis: the floor under every Redis write."""
     import redis
 
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(bench_redis_url())
     try:
         samples = []
         for _ in range(1000):
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = _redis_available()
         prefix = f"arbench-{uuid.uuid4().hex[:8]}"
         if missing is None:
-            url = f"{REDIS_URL}?prefix={prefix}&namespace=bench"
+            url = f"{bench_redis_url()}?prefix={prefix}&namespace=bench"
             backends.append(("redis", url, lambda: _cleanup_redis(prefix)))
         else:
             notes.append(f"redis skipped: {missing}")

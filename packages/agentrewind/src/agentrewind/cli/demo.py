@@ -5,6 +5,10 @@ Everything is offline and deterministic: simulated APIs, no LLM.
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
 import time
 from typing import Any
 
@@ -14,6 +18,24 @@ from ..stores import Store
 from ..timeline import Timeline
 
 _flaky = {"fail": True}
+
+
+def command_hint() -> str:
+    """How to type `agentrewind` in the shell the demo runs in.
+
+    `agentrewind` when it is on PATH (an activated venv, pipx, `uv run`); otherwise the path of
+    the script that is running, relative to the current directory when it lies below it (e.g.
+    `.venv/bin/agentrewind`), so every hint the demo prints works as typed.
+    """
+    script = sys.argv[0] if sys.argv else ""
+    if os.path.basename(script) != "agentrewind" or not os.path.isfile(script):
+        return "agentrewind"
+    on_path = shutil.which("agentrewind")
+    if on_path is not None and os.path.samefile(on_path, script):
+        return "agentrewind"
+    absolute = os.path.abspath(script)
+    relative = os.path.relpath(absolute)
+    return shlex.quote(relative if not relative.startswith("..") else absolute)
 
 
 def _fetch_order(order_id: str) -> dict[str, Any]:
@@ -109,4 +131,4 @@ def _timeline_story(store: Store, run_id: str, out: Any) -> None:
             f"\n4) what replay saved on {run_id}: {saved.replay_hits} call(s) not re-run, "
             f"{saved.seconds_saved * 1000:.0f} ms, {saved.tokens_saved} tokens"
         )
-    out(f"    try: agentrewind --store {store.url} tree {tl.name}")
+    out(f"    try: {command_hint()} --store {shlex.quote(store.url)} tree {shlex.quote(tl.name)}")
