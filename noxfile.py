@@ -1,4 +1,4 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, bench, upstream.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, package, bench, upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -17,7 +17,16 @@ nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
 # Each adapter session also proves that adapter's public names of 0.1 still import.
 NAMES_TEST = "tests/core/test_house.py::test_adapter_public_names_are_still_importable"
-nox.options.sessions = ["lint", "core", "langchain", "langgraph", "llamaindex", "reliability", "ui"]
+nox.options.sessions = [
+    "lint",
+    "core",
+    "langchain",
+    "langgraph",
+    "llamaindex",
+    "reliability",
+    "ui",
+    "package",
+]
 
 
 def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -90,6 +99,13 @@ def ui(session: nox.Session) -> None:
     # AGENTREWIND_REQUIRE_BROWSER=1 (set by .ci/run) turns the skip into a failure.
     env = {"AGENTREWIND_REQUIRE_BROWSER": os.environ.get("AGENTREWIND_REQUIRE_BROWSER", "0")}
     session.run("pytest", "tests/ui", "tests/core/test_ui_api.py", *session.posargs, env=env)
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build every wheel and sdist; check LICENSE, README, metadata, pins; run the core wheel."""
+    sync(session)
+    session.run("pytest", "tests/packaging", *session.posargs)
 
 
 @nox.session
