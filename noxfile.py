@@ -1,4 +1,5 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, package, bench, upstream.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, package, docs, bench,
+upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -26,6 +27,7 @@ nox.options.sessions = [
     "reliability",
     "ui",
     "package",
+    "docs",
 ]
 
 
@@ -35,6 +37,12 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
     args += [f"--extra={e}" for e in extras]
     args += [f"--group={g}" for g in groups]
     session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+
+
+def docs_blocks(session: nox.Session, framework: str) -> None:
+    """Run the docs' code blocks that need exactly what this session installed."""
+    if not session.posargs:
+        session.run("pytest", "tests/docs", "-q", "-k", framework)
 
 
 @nox.session
@@ -52,6 +60,7 @@ def core(session: nox.Session) -> None:
     """The core's tests with no LLM framework installed (stores: SQLite, Redis, PostgreSQL)."""
     sync(session, "redis", "postgres", "encryption")
     session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
+    docs_blocks(session, "core")
 
 
 @nox.session
@@ -60,6 +69,7 @@ def langchain(session: nox.Session) -> None:
     sync(session, "redis", "langchain", "langgraph", groups=("test", "lint", "test-langchain"))
     session.run("mypy", "--strict", "adapters/langchain/src")
     session.run("pytest", "tests/langchain", NAMES_TEST, *session.posargs)
+    docs_blocks(session, "langchain")
 
 
 @nox.session
@@ -68,6 +78,7 @@ def langgraph(session: nox.Session) -> None:
     sync(session, "redis", "postgres", "encryption", groups=("lint", "test"))
     session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
+    docs_blocks(session, "langgraph")
 
 
 @nox.session
@@ -76,6 +87,7 @@ def llamaindex(session: nox.Session) -> None:
     sync(session, "redis", "llamaindex", groups=("test", "lint", "test-llamaindex"))
     session.run("mypy", "--strict", "adapters/llamaindex/src")
     session.run("pytest", "tests/llamaindex", NAMES_TEST, *session.posargs)
+    docs_blocks(session, "llamaindex")
 
 
 @nox.session
@@ -106,6 +118,13 @@ def package(session: nox.Session) -> None:
     """Build every wheel and sdist; check LICENSE, README, metadata, pins; run the core wheel."""
     sync(session)
     session.run("pytest", "tests/packaging", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the docs site with `mkdocs build --strict` (the CLI page needs every adapter)."""
+    sync(session, "all", groups=("docs",))
+    session.run("mkdocs", "build", "--strict", "--site-dir", f"{session.create_tmp()}/site")
 
 
 @nox.session
