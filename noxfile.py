@@ -53,6 +53,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    # A user's view of the API: inferred types and the mistakes that must stay errors.
+    session.run("mypy", "--strict", "tests/typing/user_script.py")
 
 
 @nox.session
@@ -67,7 +69,7 @@ def core(session: nox.Session) -> None:
 def langchain(session: nox.Session) -> None:
     """LangChain adapter tests (langchain-core, langchain, langgraph)."""
     sync(session, "redis", "langchain", "langgraph", groups=("test", "lint", "test-langchain"))
-    session.run("mypy", "--strict", "adapters/langchain/src")
+    session.run("mypy", "--strict", "adapters/langchain/src", "tests/typing/langchain_script.py")
     session.run("pytest", "tests/langchain", NAMES_TEST, *session.posargs)
     docs_blocks(session, "langchain")
 

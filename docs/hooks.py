@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli_reference() -> str:
-    from agentrewind.cli import build_parser
+    from agentrewind.cli.main import build_parser
 
     parser = build_parser()
     parts = ["```text", parser.format_help().rstrip(), "```"]

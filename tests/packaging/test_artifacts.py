@@ -129,6 +129,7 @@ PROVIDERS = {
     "ormsgpack": "ormsgpack",
     "workflows": "llama-index-workflows",
     "llama_index": "llama-index-core",
+    "pytest": "pytest",  # agentrewind.testing, the `testing` extra
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import Runnable
 
@@ -32,6 +32,9 @@ def wrap_runnable(middleware: agentrewind.Middleware, obj: Any, **kwargs: Any) -
     return RewindRunnable(middleware, obj, **kwargs)
 
 
+W = TypeVar("W")
+
+
 class Middleware(agentrewind.Middleware):
     """The agentrewind middleware, with `wrap` for LangChain runnables built in.
 
@@ -47,8 +50,9 @@ class Middleware(agentrewind.Middleware):
         2
     """
 
-    def wrap(self, obj: Any, **kwargs: Any) -> Any:
+    def wrap(self, obj: W, **kwargs: Any) -> W:
         """Wrap a runnable for record and replay (see `RewindRunnable`)."""
         if isinstance(obj, Runnable):
-            return wrap_runnable(self, obj, **kwargs)
+            # A RewindRunnable delegates every other attribute to `obj`: typed as `obj`.
+            return cast(W, wrap_runnable(self, obj, **kwargs))
         return super().wrap(obj, **kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from workflows import Workflow
 
@@ -32,6 +32,9 @@ class LlamaIndexAdapter:
 ADAPTER = LlamaIndexAdapter()
 
 
+W = TypeVar("W")
+
+
 class Middleware(agentrewind.Middleware):
     """`agentrewind.Middleware` whose `wrap` takes LlamaIndex workflows directly.
 
@@ -42,12 +45,13 @@ class Middleware(agentrewind.Middleware):
         >>> result = await wf.run(run_id="order-42", topic="pirates")  # doctest: +SKIP
     """
 
-    def wrap(self, obj: Any, **kwargs: Any) -> Any:
+    def wrap(self, obj: W, **kwargs: Any) -> W:
         """Wrap a LlamaIndex workflow or agent; other objects go to `agentrewind.Middleware.wrap`.
 
         Raises:
             AdapterNotFoundError: `obj` is not a workflow and no other adapter claims it.
         """
         if ADAPTER.claims(obj):
-            return ADAPTER.wrap(self, obj, **kwargs)
+            # A RewindWorkflow delegates every other attribute to `obj`: typed as `obj`.
+            return cast(W, ADAPTER.wrap(self, obj, **kwargs))
         return super().wrap(obj, **kwargs)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["Adapter", "Middleware", "RunContext"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+W = TypeVar("W")
 
 _EXTRAS = {
     "langchain_core": "langchain",
@@ -232,11 +233,12 @@ class Middleware:
         run = CURRENT_RUN.get()
         return run if run is not None and run.middleware is self else None
 
-    def wrap(self, obj: Any, **kwargs: Any) -> Any:
+    def wrap(self, obj: W, **kwargs: Any) -> W:
         """Wrap a framework object (LangChain Runnable, LlamaIndex workflow...) for replay.
 
         Dispatches to the installed adapter that claims `obj` (entry-point group
-        `agentrewind.adapters`).
+        `agentrewind.adapters`). The wrapper behaves as `obj` (every other attribute is the
+        wrapped object's), so it is typed as `obj`'s type.
 
         Raises:
             AdapterNotFoundError: No installed adapter claims `obj`; the message names the
@@ -244,7 +246,8 @@ class Middleware:
         """
         for adapter in _adapters():
             if adapter.claims(obj):
-                return adapter.wrap(self, obj, **kwargs)
+                wrapped: W = adapter.wrap(self, obj, **kwargs)
+                return wrapped
         module = type(obj).__module__.split(".", 1)[0]
         extra = _EXTRAS.get(module)
         hint = (

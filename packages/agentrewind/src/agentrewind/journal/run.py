@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from ..errors import (
     DivergenceError,
@@ -37,6 +37,7 @@ from .notes import Notes, taken_over
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 IncompletePolicy = Literal["rerun", "skip", "raise"]
 
 
@@ -390,10 +391,11 @@ class Run:
         self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
-    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
 
-        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments.
+        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments,
+        which a type checker holds to `fn`'s signature.
         """
         if inspect.iscoroutinefunction(fn):
             return self._astep(name, fn, None, args, kwargs)  # type: ignore[return-value]
