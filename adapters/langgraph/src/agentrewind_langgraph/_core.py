@@ -39,7 +39,7 @@ from ._serde import SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
 
-log = logging.getLogger("agentrewind_langgraph.saver")
+log = logging.getLogger("agentrewind.langgraph")
 
 _MEMORY_FILES: dict[str, str] = {}
 _MEMORY_LOCK = threading.Lock()

@@ -34,7 +34,7 @@ __all__ = [
     "load_group",
 ]
 
-log = logging.getLogger("agentrewind")
+log = logging.getLogger("agentrewind.plugins")
 
 
 class RunSource(Protocol):
