@@ -178,3 +178,37 @@ def test_core_wheel_alone_runs_the_demo(dist_dir: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert demo.returncode == 0, demo.stderr
     assert "2 call(s) not re-run" in demo.stdout
+
+
+EXTRA_PAGES = {
+    "langchain": "docs/getting-started/langchain.md",
+    "langgraph": "docs/getting-started/langgraph.md",
+    "llamaindex": "docs/getting-started/llamaindex.md",
+}
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRA_PAGES))
+def test_each_extra_from_the_wheels_runs_its_example(
+    dist_dir: Path, tmp_path: Path, extra: str
+) -> None:
+    """`pip install "agentrewind[extra]"` from the built wheels in a fresh venv runs the
+    framework's getting-started example as printed in the docs."""
+    uv = shutil.which("uv")
+    assert uv is not None
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin/python")
+    # Our wheels by path (never an index's), the frameworks from uv's cache when it has them.
+    wheels = [str(_wheel(dist_dir, "agentrewind")) + f"[{extra}]"]
+    wheels += [str(_wheel(dist_dir, f"agentrewind_{extra}"))]
+    install = [uv, "pip", "install", "--quiet", "--python", python, *wheels]
+    if subprocess.run([*install, "--offline"], check=False, capture_output=True).returncode:
+        subprocess.run(install, check=True, timeout=600)
+    text = (ROOT / EXTRA_PAGES[extra]).read_text()
+    blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", text, re.S | re.M)
+    assert blocks, EXTRA_PAGES[extra]
+    for code in blocks:
+        ran = subprocess.run(
+            [python, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert ran.returncode == 0, f"{extra}: {ran.stdout}\n{ran.stderr}"
