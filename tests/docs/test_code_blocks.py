@@ -1,4 +1,4 @@
-"""Every ```python block of the docs site and the core's package README runs as written.
+"""Every ```python block of the docs site and of each distribution's README runs as written.
 
 Each block runs on its own, as a user would paste it, in a fresh directory and process. Blocks
 that import a framework carry its name in the test id (`langchain-...`, `langgraph-...`,
@@ -19,7 +19,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "packages/agentrewind/README.md"]
+SOURCES = [
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "packages/agentrewind/README.md",
+    *sorted(ROOT.glob("adapters/*/README.md")),
+]
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
 FRAMEWORKS = {  # first import that marks a block as needing an adapter's session
     "langgraph": ("langgraph", "agentrewind_langgraph"),
