@@ -204,6 +204,12 @@ def test_each_extra_from_the_wheels_runs_its_example(
     install = [uv, "pip", "install", "--quiet", "--python", python, *wheels]
     if subprocess.run([*install, "--offline"], check=False, capture_output=True).returncode:
         subprocess.run(install, check=True, timeout=600)
+    # The demo tells the adapter's story too: it must find everything it imports.
+    demo = subprocess.run(
+        [str(venv / "bin/agentrewind"), "demo"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert demo.returncode == 0, f"{extra}: {demo.stdout}\n{demo.stderr}"
     text = (ROOT / EXTRA_PAGES[extra]).read_text()
     blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", text, re.S | re.M)
     assert blocks, EXTRA_PAGES[extra]
