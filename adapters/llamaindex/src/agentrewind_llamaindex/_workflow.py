@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -22,6 +23,8 @@ from ._memory import ACTIVE_MEMORIES, MemoryRegistry
 from ._runtime import RewindRuntime, RunState
 from ._serializer import RewindSerializer
 from ._state import DurableState
+
+log = logging.getLogger("agentrewind.llamaindex")
 
 __all__ = ["RewindWorkflow"]
 
@@ -167,6 +170,13 @@ class RewindWorkflow:
                 owner=run.owner,
             )
         journal.settle_calls(run)
+        log.debug(
+            "workflow run %r: %s (%d journaled tick(s) replay, %d dropped after the cut)",
+            run_id,
+            "resumes" if journal.resumable else "starts",
+            len(journal.ticks),
+            len(journal.stale),
+        )
         memories.restore(journal.memories)
         base = None
         if explicit is not None:
