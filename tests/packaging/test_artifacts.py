@@ -130,6 +130,10 @@ PROVIDERS = {
     "workflows": "llama-index-workflows",
     "llama_index": "llama-index-core",
     "pytest": "pytest",  # agentrewind.testing, the `testing` extra
+    "psycopg": "psycopg",  # the `postgres` extra
+    "psycopg_pool": "psycopg-pool",
+    "cryptography": "cryptography",  # the `encryption` extra
+    "opentelemetry": "opentelemetry-api",  # the `otel` extra
 }
 
 
