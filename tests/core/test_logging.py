@@ -40,8 +40,8 @@ def test_each_replay_decision_is_one_debug_line(
     assert all("'order-42'" in m for m in decisions)
     opened = [m for name, _, m in lines if name == "agentrewind.journal" and "opened" in m]
     assert len(opened) == 2, opened
-    assert opened[0].endswith(": 0 recorded step(s) to replay from"), opened
-    assert opened[1].endswith(": 2 recorded step(s) to replay from"), opened
+    assert opened[0].endswith(": 0 recorded step(s)"), opened
+    assert opened[1].endswith(": 2 recorded step(s)"), opened
 
 
 def test_divergence_and_incomplete_steps_are_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -57,6 +57,5 @@ def test_divergence_and_incomplete_steps_are_logged(caplog: pytest.LogCaptureFix
     messages = [m for name, _, m in _lines(caplog) if name == "agentrewind.journal"]
     assert any("divergence at custom:search:" in m and "strict=False" in m for m in messages)
     assert any(
-        "tool:charge:" in m and "started but never completed; on_incomplete=rerun" in m
-        for m in messages
+        "tool:charge:" in m and "started, never completed: on_incomplete" in m for m in messages
     ), messages

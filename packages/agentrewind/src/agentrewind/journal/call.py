@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, ParamSpec, Protocol
 
 from ..errors import RecordedStepError
 from ..ids import new_id
 from ..records import StepRecord
 from ..serde import Serializer
 from ..stores import Store
+
+# One DEBUG line per replay decision (here: replayed, executes, started but never completed;
+# run.py: divergence; middleware.py: run opened); nothing above DEBUG on the happy path.
+log = logging.getLogger("agentrewind.journal")
+P = ParamSpec("P")  # the parameters of a step function (Run.step)
 
 __all__ = ["CURRENT_CALL", "Call", "CallEvent", "CallJournal", "JournalSettings"]
 
@@ -120,6 +126,12 @@ class Call:
         self.record_failures = record_failures
         self.step_id = record.step_id if record is not None else new_id()
         self._t0 = 0.0
+        if hit:
+            log.debug("run %r: %s replayed from the journal", run.run_id, self.key)
+        elif record is not None and record.status == "started":
+            log.debug("run %r: %s started, never completed: on_incomplete", run.run_id, self.key)
+        else:
+            log.debug("run %r: %s has no recording; it executes", run.run_id, self.key)
 
     # -- replay -----------------------------------------------------------------------------
     def value(self) -> Any:

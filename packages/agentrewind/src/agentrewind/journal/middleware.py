@@ -11,6 +11,7 @@ from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
+from .call import log
 from .context import CURRENT_RUN
 from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
@@ -65,11 +66,17 @@ class RunContext:
             return active
         return None
 
+    def _opened(self) -> None:
+        run, n = self.run, len(self.run.records())
+        where = run.middleware.store.url
+        log.debug("run %r opened in %s: %d recorded step(s)", run.run_id, where, n)
+
     def __enter__(self) -> Run:
         self._reused = self._active()
         if self._reused is not None:
             return self._reused
         self.run._open()
+        self._opened()
         self._token = CURRENT_RUN.set(self.run)
         return self.run
 
@@ -89,6 +96,7 @@ class RunContext:
         if self._reused is not None:
             return self._reused
         await self.run._aopen()
+        self._opened()
         self._token = CURRENT_RUN.set(self.run)
         return self.run
 

@@ -7,6 +7,7 @@ because its input changed is marked `meta["diverged"]`. `agentrewind ui` draws t
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..records import RunInfo
@@ -25,6 +26,13 @@ class Notes:
     def __init__(self) -> None:
         self.replayed: list[str] = []
         self.diverged: set[str] = set()
+
+    def diverge(self, run_id: str, key: str, *, strict: bool) -> None:
+        """Note that `key` diverged (its input changed since the run was recorded)."""
+        self.diverged.add(key)
+        logging.getLogger("agentrewind.journal").debug(
+            "run %r: divergence at %s (strict=%s)", run_id, key, strict
+        )
 
     def apply(self, key: str, meta: dict[str, Any], started: dict[str, Any] | None) -> None:
         """Add the notes to `meta` of the record being written for `key`.

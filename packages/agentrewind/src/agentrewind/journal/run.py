@@ -14,12 +14,11 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import logging
 import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..errors import (
     DivergenceError,
@@ -31,18 +30,13 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .call import Call, CallEvent, JournalSettings, Outcome
+from .call import Call, CallEvent, JournalSettings, Outcome, P
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
-
-# One DEBUG line per replay decision (replayed, executed, skipped, re-run, divergence) and
-# per run opened; nothing above DEBUG on the happy path.
-log = logging.getLogger("agentrewind.journal")
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 IncompletePolicy = Literal["rerun", "skip", "raise"]
 
 
@@ -108,12 +102,6 @@ class Run:
                 self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
         if records:
             self._last_step_id = records[-1].step_id
-        log.debug(
-            "run %r opened in %s: %d recorded step(s) to replay from",
-            self.run_id,
-            self.middleware.store.url,
-            sum(len(keys) for keys in self._unconsumed.values()),
-        )
         store, run_id, owner, ttl = self.middleware.store, self.run_id, self.owner, self.lease_ttl
         self._keeper = LeaseKeeper(
             run_id, lambda: store.renew_lease(run_id, owner, ttl), ttl, self._lease_at
@@ -307,7 +295,6 @@ class Run:
         )
         if replayable:
             assert record is not None
-            log.debug("run %r: %s replayed from the journal (recorded output)", self.run_id, key)
             self._note(call, "replayed")
             with self._lock:
                 self.metrics.replay_hits += 1
@@ -316,9 +303,6 @@ class Run:
             return call
         self._check_divergence(kind, name, key)
         if record is not None and record.status == "started":
-            log.debug(
-                "run %r: %s started but never completed; on_incomplete=%s", self.run_id, key, policy
-            )
             if policy == "raise":
                 self._release(call)
                 raise IncompleteStepError(self.run_id, key)
@@ -329,8 +313,6 @@ class Run:
                 return call
             with self._lock:
                 self.metrics.reruns += 1
-        else:
-            log.debug("run %r: %s has no recording; it executes", self.run_id, key)
         return call
 
     def _check_divergence(self, kind: str, name: str, key: str) -> None:
@@ -342,8 +324,7 @@ class Run:
             f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
             "input changed since the run was recorded, so it runs again"
         )
-        log.debug("run %r: divergence at %s (strict=%s)", self.run_id, key, self.strict)
-        self._notes.diverged.add(key)
+        self._notes.diverge(self.run_id, key, strict=self.strict)  # logs it at DEBUG
         self._emit("diverged", kind, name, key, message)
         if self.strict:
             raise DivergenceError(message)
@@ -412,8 +393,7 @@ class Run:
     def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
 
-        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments,
-        which a type checker holds to `fn`'s signature.
+        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments.
         """
         if inspect.iscoroutinefunction(fn):
             return self._astep(name, fn, None, args, kwargs)  # type: ignore[return-value]
