@@ -77,7 +77,14 @@ def langchain(session: nox.Session) -> None:
 @nox.session
 def langgraph(session: nox.Session) -> None:
     """LangGraph saver tests, including langgraph-checkpoint-conformance."""
-    sync(session, "redis", "postgres", "encryption", groups=("lint", "test"))
+    sync(
+        session,
+        "redis",
+        "postgres",
+        "encryption",
+        "langgraph",
+        groups=("lint", "test", "test-langgraph"),
+    )
     session.run("mypy", "--strict", "adapters/langgraph/src")
     session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
     docs_blocks(session, "langgraph")
