@@ -3,6 +3,7 @@
     python3 .ci/keyspace.py snapshot PORT        # prints `db0 keys=3` lines (or `no server`)
     python3 .ci/keyspace.py canary PORT          # seeds keys in db 0 and db 5 of our canary
     python3 .ci/keyspace.py shutdown PORT        # stops the canary without saving
+    python3 .ci/keyspace.py connections PORT     # connections the server ever accepted
 
 Stdlib only (a RESP client of a few lines), so it runs before anything is installed.
 """
@@ -62,6 +63,9 @@ def main(argv: list[str]) -> int:
                 got = b""
                 while got.count(b"\r\n") < 2:
                     got += s.recv(1024)
+    elif action == "connections":
+        reply = _command(port, "INFO", "stats").decode()
+        print(next(ln.split(":")[1] for ln in reply.splitlines() if ln.startswith("total_conn")))
     elif action == "shutdown":
         with contextlib.suppress(OSError):  # the server closes the connection as it stops
             _command(port, "SHUTDOWN", "NOSAVE")

@@ -172,3 +172,24 @@ def cleanup_redis(url: str, namespace: str) -> None:
         pipe.execute()
     finally:
         client.close()
+
+
+def own_redis_url() -> str:
+    """For scripts (upstream suites): $AGENTREWIND_TEST_REDIS, else a server of our own.
+
+    The server runs until the process exits (then it is killed and its directory removed), so
+    a script never touches a Redis it did not start unless told to.
+    """
+    import atexit
+    import os
+    import tempfile
+
+    url = os.environ.get("AGENTREWIND_TEST_REDIS")
+    if url:
+        return url
+    directory = tempfile.TemporaryDirectory(prefix="agentrewind-redis-")
+    atexit.register(directory.cleanup)
+    server = RedisServer(Path(directory.name))
+    atexit.register(server.kill)  # atexit is LIFO: the server stops before its dir goes
+    os.environ["AGENTREWIND_TEST_REDIS"] = server.url  # child processes use the same one
+    return server.url

@@ -10,7 +10,7 @@ them), then runs langchain-core's `tests/unit_tests/runnables` and langchain's
 `langchain_upstream_plugin`, which sends every call a test makes on a runnable through
 `Middleware(store).wrap(runnable)` (see the plugin). It prints, per suite and store, the tests
 that fail wrapped but pass unwrapped, each with its error and, when it is one, the known
-cause it falls under. Redis is `$AGENTREWIND_TEST_REDIS` (default redis://127.0.0.1:6379/0).
+cause it falls under. Redis is `$AGENTREWIND_TEST_REDIS`, else a redis-server of our own.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
+from redis_support import own_redis_url
 
 HERE = Path(__file__).resolve().parent
 SUITES = {  # name: (distribution, test directory inside its sdist)
@@ -125,7 +128,7 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    redis = os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
+    redis = own_redis_url() if "redis" in args.stores.split(",") else ""
     total_unexplained = 0
     for suite in args.suites.split(","):
         dist, tests = SUITES[suite]

@@ -29,6 +29,9 @@ import xml.etree.ElementTree as ET
 from importlib.metadata import version
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
+from redis_support import own_redis_url
+
 HERE = Path(__file__).resolve().parent
 PYTEST_ARGS = [
     "-q",
@@ -101,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", default=os.environ.get("AGENTREWIND_UPSTREAM_LLAMAINDEX_TESTS"))
     parser.add_argument("--stores", default="sqlite,redis")
-    parser.add_argument(
-        "--redis", default=os.environ.get("AGENTREWIND_TEST_REDIS", "redis://127.0.0.1:6379/0")
-    )
+    parser.add_argument("--redis", default=None, help="default: a redis-server of our own")
     opts = parser.parse_args(argv)
+    if opts.redis is None and "redis" in opts.stores.split(","):
+        opts.redis = own_redis_url()
     tests = find_tests(opts.tests)
     work = Path(tempfile.mkdtemp(prefix="li-upstream-run-"))
     plain, total = run_suite(tests, None, work / "plain.xml")
