@@ -142,12 +142,18 @@ class RedisServer:
                 self.args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
             )
         deadline = time.monotonic() + 10
-        while not _redis_up("127.0.0.1", self.port):
+        while not _redis_up("127.0.0.1", self.port) or self.proc.poll() is not None:
+            # A port answered by someone else's server while ours failed to bind is not ours:
+            # our process must be alive too (callers retry on another port).
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.kill()
                 tail = log.read_text(errors="replace")[-500:]
                 raise RuntimeError(f"redis-server on port {self.port} did not start: {tail}")
             time.sleep(0.05)
+        time.sleep(0.05)
+        if self.proc.poll() is not None:  # exited right after the port answered: not ours
+            tail = log.read_text(errors="replace")[-500:]
+            raise RuntimeError(f"redis-server on port {self.port} exited: {tail}")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
