@@ -1,4 +1,4 @@
-"""Every ```python block of the docs site and of each distribution's README runs as written.
+"""Every ```python block of the README, the docs site and each distribution's README runs.
 
 Each block runs on its own, as a user would paste it, in a fresh directory and process. Blocks
 that import a framework carry its name in the test id (`langchain-...`, `langgraph-...`,
@@ -20,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [
+    ROOT / "README.md",
     *sorted((ROOT / "docs").rglob("*.md")),
     ROOT / "packages/agentrewind/README.md",
     *sorted(ROOT.glob("adapters/*/README.md")),
