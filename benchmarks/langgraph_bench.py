@@ -8,9 +8,12 @@ Workloads follow research/langgraph-anchors.md section 4:
   d  async API: 200 threads via ainvoke, 1 vs 16 in flight (invokes/s)
   e  one thread, 200 turns appending 2 x 120-char messages (operator.add): stored bytes
   f  another connection holds the SQLite write lock for 6 s while a graph runs
+  g  list(None, limit=10): the newest checkpoints across 10,000 threads (SQLite savers)
 
-Usage: python benchmarks/langgraph_bench.py [--quick] [--parts abcdef]
-Every figure is printed with its ratio to InMemorySaver.
+Usage: python benchmarks/langgraph_bench.py [--quick] [--parts abcdefg] [--savers a,b]
+    [--baseline DIR]
+Every figure is printed with its ratio to InMemorySaver (and to SqliteSaver/WAL: SqliteSaver
+with WAL and synchronous=NORMAL, RewindSaver's own durability).
 """
 
 from __future__ import annotations
@@ -56,11 +59,20 @@ def _plainredis() -> Any:
     return RedisSaver(url=bench_redis_url(), prefix="bench" + uuid.uuid4().hex[:8])
 
 
+def _sqlite_wal() -> Any:
+    """SqliteSaver at RewindSaver's durability (WAL, synchronous=NORMAL): the fair anchor."""
+    conn = sqlite3.connect(f"{ROOT}/{uuid.uuid4().hex}.sqlite", check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return SqliteSaver(conn)
+
+
 SAVERS: dict[str, Callable[[], Any]] = {
     "memory": InMemorySaver,
     "SqliteSaver": lambda: SqliteSaver(
         sqlite3.connect(f"{ROOT}/{uuid.uuid4().hex}.sqlite", check_same_thread=False)
     ),
+    "SqliteSaver/WAL": _sqlite_wal,
     "plainredis": _plainredis,
     "Rewind/sqlite": _rewind_sqlite,
     "Rewind/redis": _rewind_redis,
@@ -121,10 +133,13 @@ def table(
     print(f"\n{title}")
     for name, v in rows.items():
         if v is None:
-            print(f"  {name:<16} {'n/a':>12}")
+            print(f"  {name:<18} {'n/a':>12}")
             continue
         r = f"x{v / base:.2f} vs memory" if base else ""
-        print(f"  {name:<16} {v:>12.1f} {unit:<8} {r}")
+        wal = rows.get("SqliteSaver/WAL")
+        if wal and name != "SqliteSaver/WAL":
+            r += f"   x{v / wal:.2f} vs SqliteSaver/WAL"
+        print(f"  {name:<18} {v:>12.1f} {unit:<8} {r}")
 
 
 class Line(TypedDict):
@@ -406,11 +421,49 @@ def part_f(hold: float) -> None:
     )
 
 
+def part_g(threads: int) -> None:
+    """`list(None, limit=10)`: the newest checkpoints across `threads` threads of 2 each."""
+    rows: dict[str, float | None] = {}
+    for name, make in SAVERS.items():
+        if "redis" in name:
+            continue
+        s = make()
+        for t in range(threads):
+            fill(s, f"g{t}", 2, lambda i: {"counter": i}, lambda i: ["counter"])
+        xs = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            got = list(s.list(None, limit=10))
+            xs.append(time.perf_counter() - t0)
+        assert len(got) == 10
+        rows[name] = med(xs) * 1e6
+        close(s)
+    table(f"(g) list(None, limit=10) over {threads} threads x 2 checkpoints", "us", rows)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="smaller sizes, skip the 6 s lock probe")
-    p.add_argument("--parts", default="abcdef")
+    p.add_argument("--parts", default="abcdefg")
+    p.add_argument("--savers", help="comma-separated names to run (memory is always kept)")
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="DIR holds an older copy of the package renamed agentrewind_langgraph_base: "
+        "run it beside as Rewind/sqlite@base (before/after in one run)",
+    )
     a = p.parse_args()
+    if a.baseline:
+        import sys
+
+        sys.path.insert(0, a.baseline)
+        from agentrewind_langgraph_base import RewindSaver as BaseSaver
+
+        SAVERS["Rewind/sqlite@base"] = lambda: BaseSaver(f"sqlite:///{ROOT}/{uuid.uuid4().hex}.db")
+    if a.savers:
+        keep = {"memory", "Rewind/sqlite@base", *a.savers.split(",")}
+        for name in [n for n in SAVERS if n not in keep]:
+            del SAVERS[name]
     q = a.quick
     t0 = time.perf_counter()
     if "a" in a.parts:
@@ -423,14 +476,17 @@ def main() -> None:
         part_d(60 if q else 200)
     if "e" in a.parts:
         part_e(60 if q else 200)
+    if "g" in a.parts:
+        part_g(2000 if q else 10_000)
     if "f" in a.parts and not q:
         part_f(6.0)
-    # The async plainredis anchor has no sync client to clean up with: sweep its prefix.
-    import redis
+    if "d" in a.parts:
+        # The async plainredis anchor has no sync client to clean up with: sweep its prefix.
+        import redis
 
-    client = redis.Redis.from_url(bench_redis_url())
-    _delete_prefix(client, "abench")
-    client.close()
+        client = redis.Redis.from_url(bench_redis_url())
+        _delete_prefix(client, "abench")
+        client.close()
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 

@@ -202,7 +202,17 @@ class SaverCore(BaseCheckpointSaver[str]):
         """
         if self._leases is not None:
             self._leases.reset(str(config["configurable"]["thread_id"]))
-        return next(self._query(config, limit=1, latest=True), None)
+        one = getattr(self.backend, "get_one", None)
+        if one is None:
+            return next(self._query(config, limit=1, latest=True), None)
+        conf = config["configurable"]
+        raw = one(
+            str(conf["thread_id"]),
+            conf.get("checkpoint_ns") or "",
+            conf.get("checkpoint_id") or None,
+            time.time(),
+        )
+        return None if raw is None else to_tuple(self.serde, raw)
 
     def list(
         self,

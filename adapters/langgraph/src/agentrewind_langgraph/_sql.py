@@ -6,7 +6,7 @@ Tables carry the prefix `lg_` and live next to the core's `ar_` tables in the sa
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the `lg_` tables; a newer one is refused, an older one migrated forward."""
 
 
@@ -88,7 +88,10 @@ V2 = [
     """INSERT OR IGNORE INTO lg_runs SELECT DISTINCT ns, run_id, thread_id FROM lg_checkpoints
         WHERE run_id IS NOT NULL""",
 ]
-MIGRATIONS: list[list[str]] = [V1, V2]
+# V3: the index on bare checkpoint ids again, so `list(None, limit=k)` (newest across threads)
+# reads k index entries instead of sorting the namespace.
+V3 = ["CREATE INDEX IF NOT EXISTS lg_checkpoints_id ON lg_checkpoints (ns, checkpoint_id)"]
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 
 # -- writes ------------------------------------------------------------------------------------
 TOMBSTONE = "SELECT deleted_at FROM lg_tombstones WHERE ns = ? AND thread_id = ? AND deleted_at > ?"
@@ -102,11 +105,25 @@ BLOB_EXISTS = """SELECT 1 FROM lg_blobs
 INSERT_CHECKPOINT = """INSERT OR REPLACE INTO lg_checkpoints (ns, thread_id, cns, checkpoint_id,
     parent_id, run_id, cp_type, checkpoint, versions, metadata, md_type, md_blob)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+_NOT_DELETED = """NOT EXISTS (SELECT 1 FROM lg_tombstones
+    WHERE ns = ?1 AND thread_id = ?2 AND deleted_at > ?{since})"""
+# The checkpoint, unless a live tombstone says the thread was deleted (then nothing: rowcount 0).
+INSERT_LIVE_CHECKPOINT = f"""INSERT OR REPLACE INTO lg_checkpoints (ns, thread_id, cns,
+    checkpoint_id, parent_id, run_id, cp_type, checkpoint, versions, metadata, md_type, md_blob)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
+    WHERE {_NOT_DELETED.format(since=13)}"""
 INSERT_BLOB = """INSERT OR REPLACE INTO lg_blobs (ns, thread_id, cns, channel, version, kind, base,
     n, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 INSERT_WRITE_KEEP = """INSERT OR IGNORE INTO lg_writes (ns, thread_id, cns, checkpoint_id, task_id,
     idx, task_path, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 INSERT_WRITE_REPLACE = INSERT_WRITE_KEEP.replace("OR IGNORE", "OR REPLACE")
+# A pending write, unless the thread was deleted and its checkpoint is gone (then nothing).
+INSERT_LIVE_WRITE_KEEP = f"""INSERT OR IGNORE INTO lg_writes (ns, thread_id, cns, checkpoint_id,
+    task_id, idx, task_path, channel, type, value)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+    WHERE {_NOT_DELETED.format(since=11)} OR EXISTS (SELECT 1 FROM lg_checkpoints
+        WHERE ns = ?1 AND thread_id = ?2 AND cns = ?3 AND checkpoint_id = ?4)"""
+INSERT_LIVE_WRITE_REPLACE = INSERT_LIVE_WRITE_KEEP.replace("OR IGNORE", "OR REPLACE", 1)
 TOUCH_THREAD = """INSERT INTO lg_threads (ns, thread_id, created_at, updated_at, ttl, expires_at)
     VALUES (?1, ?2, ?3, ?3, ?4, CASE WHEN ?4 IS NULL THEN NULL ELSE ?3 + ?4 END)
     ON CONFLICT (ns, thread_id) DO UPDATE SET updated_at = ?3, ttl = coalesce(?4, ttl),
@@ -136,6 +153,23 @@ CP_COLUMNS = """c.thread_id, c.cns, c.checkpoint_id, c.parent_id, c.cp_type, c.c
 LIVE = """NOT EXISTS (SELECT 1 FROM lg_threads t WHERE t.ns = c.ns AND t.thread_id = c.thread_id
     AND t.expires_at < ?)"""
 SELECT_CHECKPOINTS = f"SELECT {CP_COLUMNS} FROM lg_checkpoints c WHERE c.ns = ? AND {LIVE}"
+# The latest (or the named, ?4) checkpoint of one thread and namespace, then its pending writes
+# (in key order: the caller sorts them), in one statement: (0, id, parent, cp_type, checkpoint,
+# versions, metadata, md_type, md_blob), then (1, task_path, task_id, idx, channel, type, value).
+_ONE = """WITH c AS (SELECT checkpoint_id, parent_id, cp_type, checkpoint, versions, metadata,
+        md_type, md_blob FROM lg_checkpoints
+    WHERE ns = ?1 AND thread_id = ?2 AND cns = ?3 {named}
+        AND NOT EXISTS (SELECT 1 FROM lg_threads t WHERE t.ns = ?1 AND t.thread_id = ?2
+            AND t.expires_at < ?5)
+    ORDER BY checkpoint_id DESC LIMIT 1)
+SELECT 0, checkpoint_id, parent_id, cp_type, checkpoint, versions, metadata, md_type, md_blob
+FROM c
+UNION ALL
+SELECT 1, w.task_path, w.task_id, w.idx, w.channel, w.type, w.value, NULL, NULL
+FROM lg_writes w WHERE w.ns = ?1 AND w.thread_id = ?2 AND w.cns = ?3
+    AND w.checkpoint_id = (SELECT checkpoint_id FROM c)"""
+LATEST_ONE = _ONE.format(named="AND ?4 IS NULL")
+NAMED_ONE = _ONE.format(named="AND checkpoint_id = ?4")
 THREAD_CHECKPOINTS = """SELECT cns, checkpoint_id, parent_id, versions, run_id
     FROM lg_checkpoints WHERE ns = ? AND thread_id = ?"""
 THREAD_BLOB_KEYS = (

@@ -16,7 +16,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from agentrewind.adapters import SchemaVersionError, SQLiteDatabase, apply_migrations
@@ -74,6 +74,8 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
         self._touched: dict[str, float] = {}
+        self._known_runs: set[tuple[str, str]] = set()
+        self._staged: list[Callable[[], None]] = []
         if not getattr(store.db, "read_only", False):  # a read-only CLI store: tables exist
             self.migrate()
 
@@ -96,8 +98,22 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One `BEGIN IMMEDIATE` transaction, serialised with this process's other writers."""
-        with self._lock, self._wdb.write() as conn:
+        with self._lock, self._committing() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def _committing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the write connection (holding `_lock`); then its `_staged` hooks."""
+        self._staged.clear()
+        try:
+            with self._wdb.write() as conn:
+                yield conn
+        except BaseException:
+            self._staged.clear()
+            raise
+        staged, self._staged = self._staged, []
+        for fn in staged:
+            fn()
 
     def execute(self, txn: Txn[T]) -> T:
         """Run a write operation from a sync caller; returns once it is committed.
@@ -149,7 +165,7 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
             batch = [self._pending.popleft()]
             results: list[Any] = []
             try:
-                with self._wdb.write() as conn:
+                with self._committing() as conn:
                     results.append(batch[0][0](conn))
                     while self._pending and len(batch) < _MAX_BATCH:
                         batch.append(self._pending.popleft())
@@ -166,7 +182,7 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
 
     def _commit_alone(self, txn: Txn[T], fut: concurrent.futures.Future[T]) -> None:
         try:
-            with self._wdb.write() as conn:
+            with self._committing() as conn:
                 value = txn(conn)
         except BaseException as exc:
             fut.set_exception(exc)

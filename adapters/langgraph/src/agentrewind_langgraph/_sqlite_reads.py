@@ -57,11 +57,14 @@ class SQLiteReads:
         """Checkpoints newest first, complete with channel values and pending writes."""
         sql = [_sql.SELECT_CHECKPOINTS]
         args: list[Any] = [self.ns, now]
+        # Across threads the index on bare ids gives the order; within one thread the primary
+        # key must be used (`+` keeps the planner off the id index, which spans every thread).
+        cid = "+c.checkpoint_id" if thread_id is not None and cns is None else "c.checkpoint_id"
         for condition, value in (
             ("c.thread_id = ?", thread_id),
             ("c.cns = ?", cns),
-            ("c.checkpoint_id = ?", checkpoint_id),
-            ("c.checkpoint_id < ?", before),
+            (f"{cid} = ?", checkpoint_id),
+            (f"{cid} < ?", before),
         ):
             if value is not None:
                 sql.append("AND " + condition)
@@ -71,7 +74,7 @@ class SQLiteReads:
                 continue  # a JSON path cannot quote these; the caller's re-check filters
             sql.append("AND (c.md_type != 'json' OR json_extract(c.metadata, ?) = ?)")
             args += ['$."' + key + '"', value]
-        sql.append("ORDER BY c.checkpoint_id DESC")
+        sql.append(f"ORDER BY {cid} DESC")
         if limit is not None:
             sql.append("LIMIT ?")
             args.append(limit)
@@ -79,6 +82,51 @@ class SQLiteReads:
             rows = conn.execute(" ".join(sql), args).fetchall()
         for start in range(0, len(rows), _PAGE):
             yield from self._complete(rows[start : start + _PAGE])
+
+    def get_one(
+        self, thread_id: str, cns: str, checkpoint_id: str | None, now: float
+    ) -> RawTuple | None:
+        """The latest (or the named) checkpoint of a thread: what `get_tuple` reads.
+
+        Two statements: the checkpoint with its pending writes, then its channel values.
+        """
+        with self.db.read() as conn:
+            sql = _sql.LATEST_ONE if checkpoint_id is None else _sql.NAMED_ONE
+            rows = conn.execute(sql, (self.ns, thread_id, cns, checkpoint_id, now)).fetchall()
+            if not rows or rows[0][0] != 0:
+                return None
+            _, cid, parent, cp_type, cp, versions_s, md_text, md_type, md_blob = rows[0]
+            versions = unpack_versions(versions_s)
+            values = self._values(conn, thread_id, cns, versions)
+        if len(rows) > 2:  # `writes_sort_key` order: task path, task id, index
+            rows[1:] = sorted(rows[1:], key=lambda r: (r[1], r[2], r[3]))
+        writes = [(task, ch, typ, val) for _, _, task, _, ch, typ, val, _, _ in rows[1:]]
+        return RawTuple(thread_id, cns, cid, parent, cp_type, cp, versions, md_text, md_type,
+                        md_blob, values, writes)  # fmt: skip
+
+    def _values(
+        self, conn: sqlite3.Connection, thread_id: str, cns: str, versions: dict[str, str]
+    ) -> dict[str, tuple[str, bytes]]:
+        """The stored value of each channel at `versions` (one statement unless deltas)."""
+        values: dict[str, tuple[str, bytes]] = {}
+        if not versions:
+            return values
+        if len(versions) > 200:
+            got = self.blob_values(thread_id, cns, list(versions.items()), conn=conn)
+            return {ch: t for ch, v in versions.items() if (t := got.get((ch, v))) is not None}
+        sql = _sql.BLOB_ROWS.format(values=",".join(["(?, ?)"] * len(versions)))
+        flat = [x for p in versions.items() for x in p]
+        deltas = []
+        for ch, ver, kind, _, _, typ, val in conn.execute(sql, (*flat, self.ns, thread_id, cns)):
+            if kind == "f":
+                values[ch] = (typ, val or b"")
+            elif kind == "d":
+                deltas.append((ch, ver))
+        if deltas:
+            for (ch, _), typed in self.blob_values(thread_id, cns, deltas, conn=conn).items():
+                if typed is not None:
+                    values[ch] = typed
+        return values
 
     def _complete(self, rows: list[tuple[Any, ...]]) -> list[RawTuple]:
         groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}

@@ -36,6 +36,12 @@ class SQLiteWrites:
     ns: str
     tombstone_ttl: float
     _touched: dict[str, float]
+    _known_runs: set[tuple[str, str]]
+    _staged: list[Callable[[], None]]
+
+    def _after_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the current transaction commits (never if it rolls back)."""
+        self._staged.append(fn)
 
     def _tombstone(self, conn: sqlite3.Connection, thread_id: str, now: float) -> float | None:
         row = conn.execute(
@@ -48,17 +54,32 @@ class SQLiteWrites:
         return conn.execute(_sql.CHECKPOINT_EXISTS, args).fetchone() is not None
 
     def put_op(self, row: PutRow, now: float, ttl: float | None) -> Txn[bool]:
-        """The transaction storing one checkpoint and its changed channels."""
+        """The transaction storing one checkpoint and its changed channels.
+
+        In the common case it runs two statements: the checkpoint (guarded by the tombstone
+        check inside the same INSERT) and its values. The thread row and the (run, thread)
+        pair are written only when this process has not yet committed them (see `_known`).
+        """
 
         def txn(conn: sqlite3.Connection) -> bool:
             ns, tid, cns = self.ns, row.thread_id, row.cns
-            tomb = self._tombstone(conn, tid, now)
-            if tomb is not None:
-                if row.ts <= tomb or (
-                    row.parent_id is not None and not self._exists(conn, tid, cns, row.parent_id)
+            cp = (ns, tid, cns, row.checkpoint_id, row.parent_id, row.run_id, row.cp_type,
+                  row.checkpoint, pack_versions(row.versions), row.md_text, row.md_type,
+                  row.md_blob)  # fmt: skip
+            tomb = None
+            since = now - self.tombstone_ttl
+            if not conn.execute(_sql.INSERT_LIVE_CHECKPOINT, (*cp, since)).rowcount:
+                # A live tombstone: only a newer history that follows it may write.
+                tomb = self._tombstone(conn, tid, now)
+                parent = row.parent_id
+                if tomb is not None and (
+                    row.ts <= tomb
+                    or (parent is not None and not self._exists(conn, tid, cns, parent))
                 ):
                     return False  # a late write of the deleted history
                 conn.execute(_sql.CLEAR_TOMBSTONE, (ns, tid))
+                conn.execute(_sql.INSERT_CHECKPOINT, cp)
+                self._forget(tid)
             blob_rows = []
             for b in row.blobs:
                 if b.kind == "d":
@@ -68,16 +89,12 @@ class SQLiteWrites:
                 blob_rows.append(
                     (ns, tid, cns, b.channel, b.version, b.kind, b.base, b.n, b.type, b.value)
                 )
-            conn.execute(
-                _sql.INSERT_CHECKPOINT,
-                (ns, tid, cns, row.checkpoint_id, row.parent_id, row.run_id, row.cp_type,
-                 row.checkpoint, pack_versions(row.versions), row.md_text, row.md_type,
-                 row.md_blob),
-            )  # fmt: skip
             if blob_rows:
                 conn.executemany(_sql.INSERT_BLOB, blob_rows)
-            if row.run_id is not None:
+            if row.run_id is not None and (row.run_id, tid) not in self._known_runs:
                 conn.execute(_sql.ADD_RUN, (ns, row.run_id, tid))
+                pair = (row.run_id, tid)
+                self._after_commit(lambda: self._known_runs.add(pair))
             self._touch(conn, tid, now, ttl, force=tomb is not None)
             return True
 
@@ -92,14 +109,36 @@ class SQLiteWrites:
         *,
         force: bool,
     ) -> None:
-        """Record the write time (and TTL) of a thread; without a TTL, at most once a second."""
-        if ttl is None and not force and now - self._touched.get(thread_id, 0.0) < _TOUCH_EVERY:
-            conn.execute(_sql.ENSURE_THREAD, (self.ns, thread_id, now, now))
-            return
+        """Record the write time (and TTL) of a thread; without a TTL, at most once a second.
+
+        A thread this process has committed a touch for (and not deleted since) needs no row
+        in between: `_touched` holds the threads known to exist, with their last touch time.
+        """
+        if ttl is None and not force:
+            last = self._touched.get(thread_id)
+            if last is not None and now - last < _TOUCH_EVERY:
+                return
         conn.execute(_sql.TOUCH_THREAD, (self.ns, thread_id, now, ttl))
+        self._after_commit(lambda: self._remember(thread_id, now))
+
+    def _remember(self, thread_id: str, now: float) -> None:
         if len(self._touched) > 10_000:
             self._touched.clear()
         self._touched[thread_id] = now
+
+    def _forget(self, thread_id: str | None = None) -> None:
+        """Drop what this process knows exists: of one thread, or (None) of every thread.
+
+        Called inside a transaction; it also drops what the transaction's batch would have
+        learnt at commit, so an earlier write in the same batch cannot bring it back.
+        """
+        self._staged.clear()
+        if thread_id is None:
+            self._touched.clear()
+            self._known_runs.clear()
+            return
+        self._touched.pop(thread_id, None)
+        self._known_runs.difference_update([p for p in self._known_runs if p[1] == thread_id])
 
     def put_writes_op(
         self,
@@ -110,24 +149,32 @@ class SQLiteWrites:
         now: float,
         ttl: float | None,
     ) -> Txn[bool]:
-        """The transaction storing the pending writes of one task."""
+        """The transaction storing the pending writes of one task.
+
+        The tombstone check is part of each INSERT; only when some row was not stored (a
+        duplicate, or a deleted thread) does it look at the tombstone to tell which.
+        """
 
         def txn(conn: sqlite3.Connection) -> bool:
             ns = self.ns
-            tomb = self._tombstone(conn, thread_id, now) is not None
-            if tomb and not self._exists(conn, thread_id, cns, cid):
-                return False
+            since = now - self.tombstone_ttl
+            stored = 0
             # Special writes (idx < 0) replace, regular ones keep the first; one call each.
             for replace in (False, True):
                 group = [
                     (ns, thread_id, cns, cid, w.task_id, w.idx, w.task_path, w.channel, w.type,
-                     w.value)
+                     w.value, since)
                     for w in rows
                     if (w.idx < 0) is replace
                 ]  # fmt: skip
                 if group:
-                    sql = _sql.INSERT_WRITE_REPLACE if replace else _sql.INSERT_WRITE_KEEP
-                    conn.executemany(sql, group)
+                    sql = _sql.INSERT_LIVE_WRITE_REPLACE if replace else _sql.INSERT_LIVE_WRITE_KEEP
+                    stored += conn.executemany(sql, group).rowcount
+            tomb = False
+            if stored < len(rows):
+                tomb = self._tombstone(conn, thread_id, now) is not None
+                if tomb and not self._exists(conn, thread_id, cns, cid):
+                    return False
             self._touch(conn, thread_id, now, ttl, force=tomb)
             return True
 
@@ -137,6 +184,7 @@ class SQLiteWrites:
         """The transaction deleting a thread and leaving a tombstone."""
 
         def txn(conn: sqlite3.Connection) -> None:
+            self._forget(thread_id)
             for statement in _sql.DELETE_THREAD:
                 conn.execute(statement, (self.ns, thread_id))
             conn.execute(_sql.SET_TOMBSTONE, (self.ns, thread_id, now))
@@ -147,6 +195,7 @@ class SQLiteWrites:
         """The transaction copying every checkpoint, blob and write of `src` to `dst`."""
 
         def txn(conn: sqlite3.Connection) -> None:
+            self._forget(dst)
             for statement in _sql.DELETE_THREAD:
                 conn.execute(statement, (self.ns, dst))
             for statement in _sql.COPY_THREAD:
@@ -164,6 +213,7 @@ class SQLiteWrites:
         keep_last: int | None = None,
         run_ids: set[str] | None = None,
     ) -> int:
+        self._forget()
         cps = [
             CheckpointInfo(cns, cid, parent, unpack_versions(versions), run_id)
             for cns, cid, parent, versions, run_id in conn.execute(
@@ -205,6 +255,7 @@ class SQLiteWrites:
         """The transaction deleting threads whose TTL ran out, and old tombstones."""
 
         def txn(conn: sqlite3.Connection) -> int:
+            self._forget()
             expired = conn.execute(_sql.EXPIRED_THREADS, (now,)).fetchall()
             for ns, thread_id in expired:
                 for statement in _sql.DELETE_THREAD:
