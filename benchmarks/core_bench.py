@@ -11,6 +11,11 @@ started by _bench_redis) it times, call by call:
   1 write).
 * replay hit: the same steps in a new execution of the run, answered from the journal.
 
+With `--open-steps N` (default 100,000; 0 skips it) it also opens a recorded run of N steps on
+SQLite (written with `put_steps` in batches, each record shaped like one `run.step` writes):
+the seconds `mw.run(run_id)` takes to enter, and the memory the open run holds per step
+(tracemalloc, in a second open; goal: <= 0.3 s and <= 0.25 KB per step).
+
 `fn` does nothing, so the figures are pure middleware + store cost. DBOS (the anchor) is timed
 in the same run on a SQLite system database when the `dbos` package is installed: a `@DBOS.step`
 inside a `@DBOS.workflow`, and its replay through `DBOS.fork_workflow`; otherwise its
@@ -20,11 +25,13 @@ documented figure is printed, labelled as quoted.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +41,7 @@ from _bench_redis import bench_redis_url
 import agentrewind
 
 GOALS = {"record": {"sqlite-normal": 200.0, "redis": 300.0}, "replay": 50.0}
+OPEN_GOALS = {"seconds": 0.3, "kb_per_step": 0.25}
 DBOS_QUOTED = "1700-1800"
 
 
@@ -178,10 +186,54 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def bench_open(url: str, steps: int) -> dict[str, float]:
+    """Seconds to open a recorded run of `steps` steps, and KB per step the open run holds."""
+    from agentrewind.ids import new_id
+    from agentrewind.records import RunMetrics, StepRecord
+
+    mw = agentrewind.Middleware(url)
+    store, now = mw.store, time.time()
+    try:
+        store.begin_run("open")
+        batch: list[StepRecord] = []
+        parent = None
+        for i in range(steps):
+            sid = new_id()
+            batch.append(
+                StepRecord(run_id="open", step_id=sid, key=f"custom:work:{i:020x}#0",
+                           kind="custom", name="work", status="completed", seq=i + 1,
+                           parent_id=parent, output={"answer": i},
+                           meta={"duration": 0.00025}, created_at=now, updated_at=now)
+            )  # fmt: skip
+            parent = sid
+            if len(batch) == 1000 or i == steps - 1:
+                store.put_steps(batch)
+                batch = []
+        store.end_run("open", "completed", RunMetrics())
+        gc.collect()
+        t0 = time.perf_counter()
+        with mw.run("open"):
+            seconds = time.perf_counter() - t0
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        with mw.run("open"):
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        store.delete_run("open")
+    finally:
+        mw.close()
+    return {"seconds": seconds, "kb_per_step": held / 1024 / steps}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="timed steps per backend")
     parser.add_argument("--no-dbos", action="store_true", help="print DBOS's quoted figure")
+    parser.add_argument(
+        "--open-steps", type=int, default=100_000, help="steps of the run opened (0: skip)"
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -209,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = bench_backend(url, args.steps)
             finally:
                 cleanup()
+        opened = (
+            bench_open(f"sqlite:///{directory / 'open.db'}", args.open_steps)
+            if args.open_steps
+            else None
+        )
         dbos: dict[str, float] | str = (
             "--no-dbos given" if args.no_dbos else bench_dbos(directory, args.steps)
         )
@@ -251,6 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"redis: one PING round trip takes {ping_us:.1f} µs here; a call record is one "
             "round trip (one Lua script), a step record two."
+        )
+    if opened is not None:
+        ok = (
+            opened["seconds"] <= OPEN_GOALS["seconds"]
+            and opened["kb_per_step"] <= OPEN_GOALS["kb_per_step"]
+        )
+        print(
+            f"open a {args.open_steps}-step run (SQLite): {opened['seconds']:.3f} s, "
+            f"{opened['kb_per_step']:.3f} KB held per step (goal <= {OPEN_GOALS['seconds']} s, "
+            f"<= {OPEN_GOALS['kb_per_step']} KB) {'[met]' if ok else '[MISSED]'}"
         )
     for note in notes:
         print(f"note: {note}")

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from .errors import CorruptRecordError, SchemaVersionError
 
-__all__ = ["RECORD_FORMAT", "RunInfo", "RunMetrics", "StepRecord", "StepStatus"]
+__all__ = ["RECORD_FORMAT", "RunInfo", "RunMetrics", "StepIndex", "StepRecord", "StepStatus"]
 
 StepStatus = Literal["started", "completed", "failed"]
 
@@ -131,6 +131,66 @@ def _bad_field(r: StepRecord) -> str:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return name
     return ""
+
+
+Site = tuple[str, str, bool]
+"""`(kind, name, replayable)` of a recorded call; one shared tuple per distinct value."""
+
+
+@dataclasses.dataclass(slots=True)
+class StepIndex:
+    """A run's journal as keys and what a replay decision needs, outputs left in the store.
+
+    Opening a run reads this instead of every decoded record: each record's checksum is
+    verified, but its JSON is not parsed (`scan`); a replay hit then loads its one record.
+    """
+
+    sites: dict[str, Site]
+    """Key to `(kind, name, replayable)`; the tuples are shared between keys."""
+    seq: int = 0
+    """The highest sequence number recorded."""
+    last_step_id: str | None = None
+    """The step with that sequence number."""
+
+    @classmethod
+    def scan(cls, rows: list[tuple[str, bytes]], *, run_id: str) -> StepIndex:
+        """Index `(key, encoded record)` rows; a record the fast path cannot read is decoded.
+
+        Raises:
+            CorruptRecordError: a record's bytes were altered or truncated.
+            SchemaVersionError: a record was written by a newer record format.
+        """
+        parsed: dict[bytes, Site] = {}
+        shared: dict[Site, Site] = {}
+        sites: dict[str, Site] = {}
+        crc32, prefix = zlib.crc32, b"%s%d:" % (_MAGIC, RECORD_FORMAT)
+        for key, data in rows:
+            site = None
+            # `AR1:<8 hex>:{"run_id":..,"step_id":..,"key":..,"kind":..,"name":..,"status":..`
+            # Field order is fixed and a raw quote cannot occur inside a JSON string, so the
+            # first `"kind":` and `,"status":"` are the record's own fields.
+            if type(data) is bytes and data[:4] == prefix:
+                kind_at = data.find(b'"kind":', 13)
+                status_at = data.find(b',"status":"', kind_at)
+                if (
+                    kind_at > 0
+                    and status_at > 0
+                    and data[4:12] == b"%08x" % crc32(memoryview(data)[13:])
+                    and data.find(b'"recorded":', status_at) < 0  # meta.recorded: decode it
+                ):
+                    text = data[kind_at : status_at + 12]
+                    site = parsed.get(text)
+                    if site is None:
+                        head = json.loads(b"{" + data[kind_at:status_at] + b"}")
+                        site = (head["kind"], head["name"], text[-1:] == b"c")
+                        site = parsed[text] = shared.setdefault(site, site)
+            if site is None:  # anything unusual: the full decode, with its named errors
+                record = StepRecord.decode(data, where=f"run {run_id!r} key {key!r}")
+                replayable = record.status == "completed" or bool(record.meta.get("recorded"))
+                site = (record.kind, record.name, replayable)
+                site = shared.setdefault(site, site)
+            sites[key] = site
+        return cls(sites)
 
 
 @dataclasses.dataclass(slots=True)

@@ -27,10 +27,11 @@ from ..errors import (
     RunLockedError,
 )
 from ..ids import check_id, new_id
-from ..records import RunMetrics, StepRecord
+from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import Call, CallEvent, JournalSettings, Outcome, P
+from .index import all_records, aread_journal, journal_state, read_journal
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
 
@@ -70,7 +71,8 @@ class Run:
         """Every call of this execution, in order, with its outcome."""
         self.status = "completed"
         self._lock = threading.Lock()
-        self._records: dict[str, StepRecord] = {}
+        self._records: dict[str, StepRecord | Site] = {}  # a `Site`: the record is in the store
+        self._indexed = False
         self._unconsumed: dict[tuple[str, str], set[str]] = {}
         self._next_occ: dict[str, int] = {}
         self._free_occ: dict[str, list[int]] = {}
@@ -94,14 +96,9 @@ class Run:
         for observer in self._observers:
             observer.notify(event, self, *args)
 
-    def _load(self, records: list[StepRecord], taken_over: bool = False) -> None:
-        for record in records:
-            self._records[record.key] = record
-            self._seq = max(self._seq, record.seq)
-            if record.status == "completed" or record.meta.get("recorded"):
-                self._unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
-        if records:
-            self._last_step_id = records[-1].step_id
+    def _load(self, records: list[StepRecord] | StepIndex, taken_over: bool = False) -> None:
+        self._indexed = isinstance(records, StepIndex)
+        self._records, self._unconsumed, self._seq, self._last_step_id = journal_state(records)
         store, run_id, owner, ttl = self.middleware.store, self.run_id, self.owner, self.lease_ttl
         self._keeper = LeaseKeeper(
             run_id, lambda: store.renew_lease(run_id, owner, ttl), ttl, self._lease_at
@@ -117,7 +114,7 @@ class Run:
             prior = store.get_run(self.run_id) if self._observers else None
             store.begin_run(self.run_id, ttl=self.ttl, owner=self.owner)
             begun = True
-            self._load(store.load_steps(self.run_id), taken_over(prior))
+            self._load(read_journal(store, self.run_id), taken_over(prior))
         except BaseException:
             if begun:  # e.g. a corrupt record: say so in the run's status, best effort
                 with contextlib.suppress(Exception):
@@ -133,7 +130,7 @@ class Run:
             prior = await store.aget_run(self.run_id) if self._observers else None
             await store.abegin_run(self.run_id, ttl=self.ttl, owner=self.owner)
             begun = True
-            self._load(await store.aload_steps(self.run_id), taken_over(prior))
+            self._load(await aread_journal(store, self.run_id), taken_over(prior))
         except BaseException:
             if begun:
                 with contextlib.suppress(Exception):
@@ -202,7 +199,8 @@ class Run:
         Adapters that rebuild framework state on resume read this instead of the store again.
         """
         with self._lock:
-            return list(self._records.values())
+            known = dict(self._records)
+        return all_records(self.middleware.store, self.run_id, known, self._indexed)
 
     def next_seq(self) -> int:
         """Reserve the next sequence number of this run (for records an adapter writes itself)."""
@@ -222,9 +220,10 @@ class Run:
         """
         with self._lock:
             for key in keys:
-                record = self._records.get(key)
-                if record is not None:
-                    self._unconsumed.get((record.kind, record.name), set()).discard(key)
+                r = self._records.get(key)
+                site = (r.kind, r.name) if isinstance(r, StepRecord) else r[:2] if r else None
+                if site is not None:
+                    self._unconsumed.get(site, set()).discard(key)
 
     # -- the replay decision ----------------------------------------------------------------
     def digest(self, key_input: Any) -> str:
@@ -275,11 +274,15 @@ class Run:
                 occurrence = self._next_occ.get(base, 0)
                 self._next_occ[base] = occurrence + 1
             key = f"{base}#{occurrence}"
-            record = self._records.get(key)
-            replayable = record is not None and (
-                record.status == "completed" or bool(record.meta.get("recorded"))
-            )
-            if replayable:
+            found = self._records.get(key)
+        if isinstance(found, tuple):  # opened from an index: read the record now
+            found = self.middleware.store._load_step(self.run_id, key)
+        record = found
+        replayable = record is not None and (
+            record.status == "completed" or bool(record.meta.get("recorded"))
+        )
+        if replayable:
+            with self._lock:
                 self._unconsumed.get((kind, name), set()).discard(key)
                 self._notes.replayed.append(key)
         call = Call(

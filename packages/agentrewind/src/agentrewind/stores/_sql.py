@@ -68,6 +68,11 @@ UPSERT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALU
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
         step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
 LOAD_STEPS = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq"
+LOAD_INDEX = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ?"
+LAST_STEP = (
+    "SELECT seq, step_id FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
+)
+STEP_BY_KEY = "SELECT data FROM ar_steps WHERE ns = ? AND run_id = ? AND key = ?"
 GET_STEP = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? AND step_id = ?"
 
 SET_HEAD = """INSERT INTO ar_heads (ns, run_id, branch, step_id) VALUES (?, ?, ?, ?)

@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
 from .sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
+
+_INDEX_FROM = 2_000
+"""Runs with this many steps open from an index (`StepIndex`); shorter ones decode at once."""
 
 
 class SQLiteStore(Store):
@@ -208,6 +211,25 @@ class SQLiteStore(Store):
             rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
         return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
 
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord] | None:
+        if self.get_run(run_id) is None:
+            return []
+        with self.db.read() as conn:
+            rows = conn.execute(_sql.LOAD_INDEX, (self.namespace, run_id)).fetchall()
+            if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
+                records = [_decode(run_id, key, data) for key, data in rows]
+                return sorted(records, key=lambda r: r.seq)
+            last = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()
+        index = StepIndex.scan(rows, run_id=run_id)
+        if last is not None:
+            index.seq, index.last_step_id = int(last[0]), str(last[1])
+        return index
+
+    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(_sql.STEP_BY_KEY, (self.namespace, run_id, key)).fetchone()
+        return None if row is None else _decode(run_id, key, row[0])
+
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         with self.db.read() as conn:
             row = conn.execute(_sql.GET_STEP, (self.namespace, run_id, step_id)).fetchone()
@@ -259,6 +281,10 @@ class SQLiteStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
+
+
+def _decode(run_id: str, key: str, data: bytes) -> StepRecord:
+    return StepRecord.decode(data, where=f"run {run_id!r} key {key!r}")
 
 
 def _metrics(text: str) -> RunMetrics:

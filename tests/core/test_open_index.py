@@ -1,0 +1,121 @@
+"""Opening a long run from an index of keys on SQLite: outputs decoded on a replay hit only."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentrewind
+from agentrewind import CorruptRecordError, Middleware
+from agentrewind.records import StepIndex
+from agentrewind.stores import sqlite as sqlite_store
+
+STEPS = 3_000  # above the SQLite store's index threshold
+
+
+def _record(path: Path, n: int = STEPS) -> Middleware:
+    mw = Middleware(f"sqlite:///{path}")
+    with mw.run("long") as run:
+        for i in range(n):
+            run.step("work", lambda i: {"answer": i}, i)
+    return mw
+
+
+def test_the_threshold_is_below_the_runs_here() -> None:
+    assert sqlite_store._INDEX_FROM < STEPS
+
+
+def test_a_long_run_opens_from_an_index_and_replays_every_step(tmp_path: Path) -> None:
+    mw = _record(tmp_path / "r.db")
+    assert isinstance(mw.store._load_index("long"), StepIndex)
+    ran: list[int] = []
+    with mw.run("long") as run:
+        assert run._indexed
+        assert all(type(v) is tuple for v in run._records.values())
+        for i in range(STEPS):
+            assert run.step("work", lambda i: ran.append(i) or {"answer": -1}, i) == {"answer": i}
+        assert run.step("work", lambda i: {"answer": i}, STEPS) == {"answer": STEPS}  # new
+        records = run.records()
+    assert ran == [] and run.metrics.replay_hits == STEPS and run.metrics.steps == 1
+    assert len(records) == STEPS + 1 and [r.seq for r in records] == sorted(r.seq for r in records)
+    # The new step follows the last recorded one.
+    assert records[-1].parent_id == records[-2].step_id and records[-1].seq == records[-2].seq + 1
+    mw.close()
+
+
+def test_an_altered_record_still_refuses_the_open(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    _record(path).close()
+    with sqlite3.connect(path) as conn:
+        key, data = conn.execute("SELECT key, data FROM ar_steps ORDER BY seq LIMIT 1").fetchone()
+        conn.execute(
+            "UPDATE ar_steps SET data = ? WHERE key = ?",
+            (data.replace(b'"answer":0', b'"answer":9'), key),
+        )
+    mw = Middleware(f"sqlite:///{path}")
+    with pytest.raises(CorruptRecordError, match="checksum"), mw.run("long"):
+        pytest.fail("a run with an altered record must not open")
+    assert mw.store.get_run("long").status == "failed"  # type: ignore[union-attr]
+    mw.close()
+
+
+def test_started_failed_and_recorded_steps_keep_their_meaning(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    mw = _record(path)
+    with mw.run("long") as run:  # one started-never-completed step, as after a crash
+        call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
+        call.start()
+    mw.store.end_run("long", "failed", agentrewind.RunMetrics())
+    with mw.run("long", on_incomplete="skip") as run:
+        assert run._indexed
+        call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
+        assert call.hit and call.value() is None  # skipped, as before
+    with (
+        mw.run("long", on_incomplete="raise") as run,
+        pytest.raises(agentrewind.IncompleteStepError),
+    ):
+        run.begin("tool", "charge", {"amount": 1}, side_effects=True)
+    with mw.run("long") as run:  # rerun: it executes and completes
+        call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
+        assert not call.hit
+        call.complete({"ok": True})
+    with mw.run("long") as run:
+        call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
+        assert call.hit and call.value() == {"ok": True}
+    mw.close()
+
+
+def test_divergence_is_still_seen_and_mark_consumed_works(tmp_path: Path) -> None:
+    mw = _record(tmp_path / "r.db")
+    with mw.run("long", strict=True) as run:
+        run.mark_consumed([k for k in run._records if k.startswith("custom:work:")][:-1])
+        with pytest.raises(agentrewind.DivergenceError):
+            run.step("work", lambda i: i, -1)
+    mw.close()
+
+
+def test_opening_holds_a_fraction_of_the_decoded_journal(tmp_path: Path) -> None:
+    mw = _record(tmp_path / "r.db")
+
+    def held(load: Any) -> int:
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        kept = load()
+        size = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        del kept
+        return size
+
+    indexed = held(lambda: mw.store._load_index("long"))
+    decoded = held(lambda: mw.store.load_steps("long"))
+    assert indexed < decoded / 3, (indexed, decoded)
+    assert indexed / STEPS < 256, indexed / STEPS  # bytes per step
+    t0 = time.perf_counter()
+    mw.store._load_index("long")
+    assert time.perf_counter() - t0 < 1.0
+    mw.close()
