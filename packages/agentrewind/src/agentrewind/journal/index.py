@@ -1,7 +1,8 @@
 """Opening a run: its journal as an index of keys (or every record), and records on demand.
 
-A store that can read an index (`Store._load_index`) lets a run open without decoding its
-outputs; a replay hit then reads its one record. Other stores hand over every record.
+A store that can read an index (a `_load_index(run_id)` method, with `_load_step(run_id, key)`
+for the records behind it; see the SQLite store) lets a run open without decoding its outputs:
+a replay hit then reads its one record. Other stores hand over every record (`load_steps`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import cast
 from ..records import Site, StepIndex, StepRecord
 from ..stores._base import Store
 
-__all__ = ["all_records", "aread_journal", "journal_state", "read_journal"]
+__all__ = ["all_records", "aread_journal", "journal_state", "read_journal", "site_of", "stored"]
 
 State = tuple[dict[str, StepRecord | Site], dict[tuple[str, str], set[str]], int, str | None]
 """What a run knows on open: records (or sites) by key, unconsumed keys per site, last seq
@@ -21,13 +22,14 @@ and last step id."""
 
 def read_journal(store: Store, run_id: str) -> list[StepRecord] | StepIndex:
     """The run's journal: an index of it when the store can read one, else every record."""
-    journal = store._load_index(run_id)
+    load = getattr(store, "_load_index", None)
+    journal: list[StepRecord] | StepIndex | None = None if load is None else load(run_id)
     return store.load_steps(run_id) if journal is None else journal
 
 
 async def aread_journal(store: Store, run_id: str) -> list[StepRecord] | StepIndex:
     """Async twin of `read_journal`."""
-    if type(store)._load_index is Store._load_index:
+    if getattr(store, "_load_index", None) is None:
         return await store.aload_steps(run_id)
     return await asyncio.to_thread(read_journal, store, run_id)
 
@@ -67,3 +69,20 @@ def journal_state(journal: list[StepRecord] | StepIndex) -> State:
         if record.status == "completed" or record.meta.get("recorded"):
             unconsumed.setdefault((record.kind, record.name), set()).add(record.key)
     return records, unconsumed, seq, journal[-1].step_id if journal else None
+
+
+def stored(
+    store: Store, run_id: str, key: str, found: StepRecord | Site | None
+) -> StepRecord | None:
+    """The record behind what a run found under `key`: a `Site` is read from the store now."""
+    if isinstance(found, tuple):
+        record: StepRecord | None = store._load_step(run_id, key)  # type: ignore[attr-defined]
+        return record
+    return found
+
+
+def site_of(found: StepRecord | Site | None) -> tuple[str, str] | None:
+    """`(kind, name)` of what a run found under a key, or None."""
+    if isinstance(found, StepRecord):
+        return found.kind, found.name
+    return None if found is None else (found[0], found[1])

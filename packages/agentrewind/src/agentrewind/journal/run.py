@@ -31,7 +31,7 @@ from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import Call, CallEvent, JournalSettings, Outcome, P
-from .index import all_records, aread_journal, journal_state, read_journal
+from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
 
@@ -220,8 +220,7 @@ class Run:
         """
         with self._lock:
             for key in keys:
-                r = self._records.get(key)
-                site = (r.kind, r.name) if isinstance(r, StepRecord) else r[:2] if r else None
+                site = site_of(self._records.get(key))
                 if site is not None:
                     self._unconsumed.get(site, set()).discard(key)
 
@@ -275,9 +274,7 @@ class Run:
                 self._next_occ[base] = occurrence + 1
             key = f"{base}#{occurrence}"
             found = self._records.get(key)
-        if isinstance(found, tuple):  # opened from an index: read the record now
-            found = self.middleware.store._load_step(self.run_id, key)
-        record = found
+        record = stored(self.middleware.store, self.run_id, key, found)  # outside the lock
         replayable = record is not None and (
             record.status == "completed" or bool(record.meta.get("recorded"))
         )

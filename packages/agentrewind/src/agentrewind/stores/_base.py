@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from ..ids import check_id
-from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
+from ..records import RunInfo, RunMetrics, StepRecord
 
 __all__ = [
     "LeaseResult",
@@ -265,19 +265,6 @@ class Store(abc.ABC):
 
     def _purge_expired(self) -> int:
         return 0
-
-    # -- opening a run from an index (optional: a store that keeps `load_steps` only
-    # returns None, and a run decodes its whole journal on open) ---------------------------
-    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord] | None:
-        """A run's keys and replay decisions, outputs not decoded; None: use `load_steps`.
-
-        A store may return a short run's records instead (in `seq` order).
-        """
-        return None
-
-    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
-        """One step by its key (used after `_load_index`)."""
-        return next((r for r in self.load_steps(run_id) if r.key == key), None)
 
     # -- steps ------------------------------------------------------------------------------
     @abc.abstractmethod
