@@ -67,7 +67,7 @@ class RunContext:
         return None
 
     def _opened(self) -> None:
-        run, n = self.run, len(self.run.records())
+        run, n = self.run, len(self.run._records)  # records() would read an indexed journal
         where = run.middleware.store.url
         log.debug("run %r opened in %s: %d recorded step(s)", run.run_id, where, n)
 
