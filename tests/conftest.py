@@ -169,8 +169,13 @@ def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture
-def namespace() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
+def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace; its keys are removed from the session's Redis if the test used it
+    (a server named by $AGENTREWIND_TEST_REDIS may be shared, so nothing may be left there)."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    yield ns
+    if "redis_url" in request.fixturenames:
+        cleanup_redis(request.getfixturevalue("redis_url"), ns)
 
 
 @pytest.fixture(

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agentrewind.errors import SerializationError
 from agentrewind_langgraph import RewindSaver, UnsafeCheckpointError
+from redis_support import cleanup_redis
 
 CALLS: list[Any] = []
 
@@ -144,9 +145,13 @@ def test_any_thread_id_on_every_store(saver_url_with_cluster: str, thread_id: st
 def test_threads_of_colliding_namespaces_are_isolated(redis_url: str) -> None:
     ns = f"lg-{uuid.uuid4().hex[:6]}"
     a_url, b_url = f"{redis_url}?namespace={ns}", f"{redis_url}?namespace={ns}:lg:{{x}}"
-    _store(a_url, None, {"secret": 1}, thread="x}:lg:{y")
-    with RewindSaver(b_url) as b:
-        assert b.get_tuple({"configurable": {"thread_id": "y", "checkpoint_ns": ""}}) is None
+    try:
+        _store(a_url, None, {"secret": 1}, thread="x}:lg:{y")
+        with RewindSaver(b_url) as b:
+            assert b.get_tuple({"configurable": {"thread_id": "y", "checkpoint_ns": ""}}) is None
+    finally:  # both namespaces: `ns` and its percent-encoded sibling `ns%3Alg%3A%7Bx%7D`
+        cleanup_redis(redis_url, ns)
+        cleanup_redis(redis_url, f"{ns}%3Alg%3A%7Bx%7D")
 
 
 def test_saver_threads_of_the_old_key_layout_are_migrated(redis_url: str) -> None:
