@@ -24,7 +24,13 @@ V1 = [
         ns TEXT NOT NULL, run_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL,
         PRIMARY KEY (ns, run_id)) WITHOUT ROWID""",
 ]
-MIGRATIONS: list[list[str]] = [V1]
+# V2: no index on (run, seq). Reads order a run's steps in Python and find its last step in
+# the same scan, so a journal write updates the table and its key index only (and the step-id
+# index for a new step): see `PUT_STEP` and `RUN_STATE`.
+V2 = ["DROP INDEX IF EXISTS ar_steps_seq"]
+MIGRATIONS: list[list[str]] = [V1, V2]
+SCHEMA_VERSION = len(MIGRATIONS)
+"""Version of the SQLite store's tables; a newer one is refused, an older one migrated forward."""
 
 UPSERT_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at, ttl, expires_at)
     VALUES (?1, ?2, ?3, ?4, ?4, ?5, CASE WHEN ?5 IS NULL THEN NULL ELSE ?4 + ?5 END)
@@ -54,6 +60,15 @@ FENCE = """SELECT l.owner, l.expires_at, EXISTS (SELECT 1 FROM ar_runs r
         WHERE r.ns = ?1 AND r.run_id = ?2 AND (r.expires_at IS NULL OR r.expires_at >= ?3))
     FROM (SELECT 1) LEFT JOIN ar_leases l ON l.ns = ?1 AND l.run_id = ?2"""
 RUN_EXPIRED = "SELECT 1 FROM ar_runs WHERE ns = ? AND run_id = ? AND expires_at < ?"
+# Before a journal write (?3 = now, ?4 = the touch interval): whether the run has expired, and
+# whether its `updated_at` may stay as it is: written less than the interval ago (1% of its TTL
+# if that is shorter) and still the newest of the namespace, so `list_runs` order is unchanged.
+# No row: the run does not exist yet (the touch creates it).
+RUN_STATE = """SELECT expires_at < ?3,
+        ?3 - updated_at BETWEEN 0 AND min(?4, coalesce(ttl / 100.0, ?4))
+        AND updated_at >= (SELECT updated_at FROM ar_runs WHERE ns = ?1
+            ORDER BY updated_at DESC LIMIT 1)
+    FROM ar_runs WHERE ns = ?1 AND run_id = ?2"""
 EXPIRED_RUNS = "SELECT ns, run_id FROM ar_runs WHERE ns = ? AND expires_at < ?"
 # Everything of a run but its lease (an expired run revived by a lease holder keeps the lease).
 DELETE_EXPIRED_RUN = [
@@ -64,14 +79,17 @@ DELETE_EXPIRED_RUN = [
 # The run row goes last: `_delete_run_txn` reports its rowcount.
 DELETE_RUN = ["DELETE FROM ar_leases WHERE ns = ? AND run_id = ?", *DELETE_EXPIRED_RUN]
 
+# A new step, or new data for the same step (its `completed` after its `started`): an update of
+# `data` alone leaves the indexes' pages alone. A row it skipped (same key, another step id or
+# seq) is written by `UPSERT_STEP`.
+PUT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (ns, run_id, key) DO UPDATE SET data = excluded.data
+        WHERE step_id = excluded.step_id AND seq = excluded.seq"""
 UPSERT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
         step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
-LOAD_STEPS = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq"
-LOAD_INDEX = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ?"
-LAST_STEP = (
-    "SELECT seq, step_id FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
-)
+# A run's steps in no particular order (the caller sorts by seq).
+LOAD_STEPS = "SELECT seq, key, data, step_id FROM ar_steps WHERE ns = ? AND run_id = ?"
 STEP_BY_KEY = "SELECT data FROM ar_steps WHERE ns = ? AND run_id = ? AND key = ?"
 GET_STEP = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? AND step_id = ?"
 

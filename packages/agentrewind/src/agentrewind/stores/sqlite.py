@@ -5,17 +5,25 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
 from . import _sql
-from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
+from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
+from ._sql import SCHEMA_VERSION
 from .sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
+
+_TOUCH_EVERY = 0.1
+"""Seconds a journal write may leave its run's `updated_at` as it is (1% of the run's TTL if
+that is shorter), while the run is the namespace's most recently updated one: `list_runs` order
+is exact, and `updated_at` (with the TTL counted from it) lags the last write by less than this.
+The touch rewrites the run row and its `updated_at` index entry: as many pages as the step."""
 
 _INDEX_FROM = 2_000
 """Runs with this many steps open from an index (`StepIndex`); shorter ones decode at once."""
@@ -192,11 +200,14 @@ class SQLiteStore(Store):
         now = time.time()
         run_ids = {r.run_id for r in records}
         with self.db.write() as conn:
+            touch = []
             for run_id in run_ids:
                 self._fence_txn(conn, run_id, owner, now)
-                self._drop_expired_txn(conn, self.namespace, run_id, now)
-            conn.executemany(_sql.UPSERT_STEP, rows)
-            for run_id in run_ids:
+                if self._needs_touch_txn(conn, run_id, now) or len(run_ids) > 1:
+                    touch.append(run_id)
+            if conn.executemany(_sql.PUT_STEP, rows).rowcount < len(rows):
+                conn.executemany(_sql.UPSERT_STEP, rows)  # a key's step id or seq changed
+            for run_id in touch:
                 conn.execute(_sql.TOUCH_RUN, (self.namespace, run_id, now))
             if head_run is not None and heads:
                 conn.executemany(
@@ -204,25 +215,37 @@ class SQLiteStore(Store):
                     [(self.namespace, head_run, branch, sid) for branch, sid in heads.items()],
                 )
 
+    def _needs_touch_txn(self, conn: sqlite3.Connection, run_id: str, now: float) -> bool:
+        """Before a journal write: drop the run if it expired; whether its row needs a touch."""
+        args = (self.namespace, run_id, now, _TOUCH_EVERY)
+        row = conn.execute(_sql.RUN_STATE, args).fetchone()
+        if row is None:
+            return True  # no run yet: the touch creates it
+        if row[0]:  # expired, not purged yet: as in `_drop_expired_txn`
+            for statement in _sql.DELETE_EXPIRED_RUN:
+                conn.execute(statement, (self.namespace, run_id))
+            return True
+        return not row[1]
+
     def load_steps(self, run_id: str) -> list[StepRecord]:
         if self.get_run(run_id) is None:
             return []
         with self.db.read() as conn:
             rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
-        return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
+        rows.sort(key=_SEQ)
+        return [_decode(run_id, key, data) for _, key, data, _ in rows]
 
     def _load_index(self, run_id: str) -> StepIndex | list[StepRecord] | None:
         if self.get_run(run_id) is None:
             return []
         with self.db.read() as conn:
-            rows = conn.execute(_sql.LOAD_INDEX, (self.namespace, run_id)).fetchall()
-            if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
-                records = [_decode(run_id, key, data) for key, data in rows]
-                return sorted(records, key=lambda r: r.seq)
-            last = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()
-        index = StepIndex.scan(rows, run_id=run_id)
-        if last is not None:
-            index.seq, index.last_step_id = int(last[0]), str(last[1])
+            rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
+        if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
+            rows.sort(key=_SEQ)
+            return [_decode(run_id, key, data) for _, key, data, _ in rows]
+        index = StepIndex.scan(zip(map(_KEY, rows), map(_DATA, rows), strict=True), run_id=run_id)
+        last = max(rows, key=_SEQ)  # the run's last step, found in the same scan
+        index.seq, index.last_step_id = int(last[0]), str(last[3])
         return index
 
     def _load_step(self, run_id: str, key: str) -> StepRecord | None:
@@ -281,6 +304,9 @@ class SQLiteStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
+
+
+_SEQ, _KEY, _DATA = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def _decode(run_id: str, key: str, data: bytes) -> StepRecord:
