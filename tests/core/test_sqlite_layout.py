@@ -132,7 +132,7 @@ def test_a_journal_step_writes_few_wal_pages(tmp_path: Path) -> None:
             store.put_step(_record("r", i, status="started"))
             store.put_step(_record("r", i))
         per_write = _wal_frames(store) / (2 * steps)
-        assert per_write < 3.0, per_write
+        assert per_write < 3.0, per_write  # main's layout and writes: 5.9 here
         assert len(store.load_steps("r")) == steps
     finally:
         store.close()
