@@ -17,6 +17,9 @@ the seconds `mw.run(run_id)` takes to enter (median of 3), and the memory the op
 per step (tracemalloc, in another open; goal: <= 0.3 s and <= 0.25 KB per step), beside what
 decoding every record (how a run opened before) takes.
 
+The SQLite journal is also measured beside main's layout (schema V1, `_sqlite_layouts`), in
+interleaved rounds: WAL pages per journal write, µs per journal step, and that open.
+
 `fn` does nothing, so the figures are pure middleware + store cost. DBOS (the anchor) is timed
 in the same run on a SQLite system database when the `dbos` package is installed: a `@DBOS.step`
 inside a `@DBOS.workflow`, and its replay through `DBOS.fork_workflow`; otherwise its
@@ -38,6 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _bench_redis import bench_redis_url
+from _sqlite_layouts import compare as compare_sqlite_layouts
+from _sqlite_layouts import report as report_sqlite_layouts
 
 import agentrewind
 
@@ -187,30 +192,36 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def bench_open(url: str, steps: int) -> dict[str, float]:
-    """Seconds to open a recorded run of `steps` steps, and KB per step the open run holds."""
+def record_open_run(store: agentrewind.Store, steps: int) -> None:
+    """Record run "open" of `steps` steps, each shaped like one `run.step` writes."""
     from agentrewind.ids import new_id
     from agentrewind.records import RunMetrics, StepRecord
 
+    now = time.time()
+    store.begin_run("open")
+    batch: list[StepRecord] = []
+    parent = None
+    for i in range(steps):
+        sid = new_id()
+        batch.append(
+            StepRecord(run_id="open", step_id=sid, key=f"custom:work:{i:020x}#0",
+                       kind="custom", name="work", status="completed", seq=i + 1,
+                       parent_id=parent, output={"answer": i},
+                       meta={"duration": 0.00025}, created_at=now, updated_at=now)
+        )  # fmt: skip
+        parent = sid
+        if len(batch) == 1000 or i == steps - 1:
+            store.put_steps(batch)
+            batch = []
+    store.end_run("open", "completed", RunMetrics())
+
+
+def bench_open(url: str, steps: int) -> dict[str, float]:
+    """Seconds to open a recorded run of `steps` steps, and KB per step the open run holds."""
     mw = agentrewind.Middleware(url)
-    store, now = mw.store, time.time()
+    store = mw.store
     try:
-        store.begin_run("open")
-        batch: list[StepRecord] = []
-        parent = None
-        for i in range(steps):
-            sid = new_id()
-            batch.append(
-                StepRecord(run_id="open", step_id=sid, key=f"custom:work:{i:020x}#0",
-                           kind="custom", name="work", status="completed", seq=i + 1,
-                           parent_id=parent, output={"answer": i},
-                           meta={"duration": 0.00025}, created_at=now, updated_at=now)
-            )  # fmt: skip
-            parent = sid
-            if len(batch) == 1000 or i == steps - 1:
-                store.put_steps(batch)
-                batch = []
-        store.end_run("open", "completed", RunMetrics())
+        record_open_run(store, steps)
         opens = []
         for _ in range(3):  # the median of 3 opens: a shared machine drifts
             gc.collect()
@@ -286,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.open_steps
             else None
         )
+        layouts = compare_sqlite_layouts(directory, args.steps, args.open_steps, record_open_run)
         dbos: dict[str, float] | str = (
             "--no-dbos given" if args.no_dbos else bench_dbos(directory, args.steps)
         )
@@ -343,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  beside it, decoding every record (how a run opened before): "
             f"{opened['decode_seconds']:.3f} s, {opened['decode_kb_per_step']:.3f} KB per step"
         )
+    print()
+    for line in report_sqlite_layouts(layouts, args.open_steps):
+        print(line)
     for note in notes:
         print(f"note: {note}")
     print(f"total {time.perf_counter() - started:.1f}s")

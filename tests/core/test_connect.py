@@ -62,7 +62,7 @@ def test_schema_table_written(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     agentrewind.connect(f"sqlite:///{path}").close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM ar_schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM ar_schema_version").fetchall() == [(1,)]
 
 
 def test_redis_password_db_and_prefix(tmp_path: Path, redis_server_bin: str) -> None:

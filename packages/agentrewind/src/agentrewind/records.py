@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from .errors import CorruptRecordError, SchemaVersionError
@@ -154,7 +153,7 @@ class StepIndex:
     """The step with that sequence number."""
 
     @classmethod
-    def scan(cls, rows: Iterable[tuple[str, bytes]], *, run_id: str) -> StepIndex:
+    def scan(cls, rows: list[tuple[str, bytes]], *, run_id: str) -> StepIndex:
         """Index `(key, encoded record)` rows; a record the fast path cannot read is decoded.
 
         Raises:

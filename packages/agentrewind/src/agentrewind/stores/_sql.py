@@ -24,13 +24,7 @@ V1 = [
         ns TEXT NOT NULL, run_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL,
         PRIMARY KEY (ns, run_id)) WITHOUT ROWID""",
 ]
-# V2: no index on (run, seq). Reads order a run's steps in Python and find its last step in
-# the same scan, so a journal write updates the table and its key index only (and the step-id
-# index for a new step): see `PUT_STEP` and `RUN_STATE`.
-V2 = ["DROP INDEX IF EXISTS ar_steps_seq"]
-MIGRATIONS: list[list[str]] = [V1, V2]
-SCHEMA_VERSION = len(MIGRATIONS)
-"""Version of the SQLite store's tables; a newer one is refused, an older one migrated forward."""
+MIGRATIONS: list[list[str]] = [V1]
 
 UPSERT_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at, ttl, expires_at)
     VALUES (?1, ?2, ?3, ?4, ?4, ?5, CASE WHEN ?5 IS NULL THEN NULL ELSE ?4 + ?5 END)
@@ -88,8 +82,11 @@ PUT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES 
 UPSERT_STEP = """INSERT INTO ar_steps (ns, run_id, key, step_id, seq, data) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
         step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
-# A run's steps in no particular order (the caller sorts by seq).
-LOAD_STEPS = "SELECT seq, key, data, step_id FROM ar_steps WHERE ns = ? AND run_id = ?"
+LOAD_STEPS = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq"
+LOAD_INDEX = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ?"
+LAST_STEP = (
+    "SELECT seq, step_id FROM ar_steps WHERE ns = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
+)
 STEP_BY_KEY = "SELECT data FROM ar_steps WHERE ns = ? AND run_id = ? AND key = ?"
 GET_STEP = "SELECT key, data FROM ar_steps WHERE ns = ? AND run_id = ? AND step_id = ?"
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
 from . import _sql
-from ._base import LeaseResult, Store, lease_owner_is_dead
+from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
-from ._sql import SCHEMA_VERSION
 from .sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = ["SQLiteStore"]
@@ -232,20 +230,20 @@ class SQLiteStore(Store):
             return []
         with self.db.read() as conn:
             rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
-        rows.sort(key=_SEQ)
-        return [_decode(run_id, key, data) for _, key, data, _ in rows]
+        return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
 
     def _load_index(self, run_id: str) -> StepIndex | list[StepRecord] | None:
         if self.get_run(run_id) is None:
             return []
         with self.db.read() as conn:
-            rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
-        if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
-            rows.sort(key=_SEQ)
-            return [_decode(run_id, key, data) for _, key, data, _ in rows]
-        index = StepIndex.scan(zip(map(_KEY, rows), map(_DATA, rows), strict=True), run_id=run_id)
-        last = max(rows, key=_SEQ)  # the run's last step, found in the same scan
-        index.seq, index.last_step_id = int(last[0]), str(last[3])
+            rows = conn.execute(_sql.LOAD_INDEX, (self.namespace, run_id)).fetchall()
+            if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
+                records = [_decode(run_id, key, data) for key, data in rows]
+                return sorted(records, key=lambda r: r.seq)
+            last = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()
+        index = StepIndex.scan(rows, run_id=run_id)
+        if last is not None:
+            index.seq, index.last_step_id = int(last[0]), str(last[1])
         return index
 
     def _load_step(self, run_id: str, key: str) -> StepRecord | None:
@@ -304,9 +302,6 @@ class SQLiteStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
-
-
-_SEQ, _KEY, _DATA = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def _decode(run_id: str, key: str, data: bytes) -> StepRecord:
