@@ -118,7 +118,7 @@ def test_a_failed_batch_teaches_the_saver_nothing(saver: RewindSaver) -> None:
 
     cfg: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     versions: dict[str, Any] = {}
-    _, op = saver._put_op(cfg, _cp(0, {"n": 1}, {"n": "1"}), {"run_id": "r"}, {"n": "1"})  # type: ignore[arg-type]
+    _, _, op = saver._put_op(cfg, _cp(0, {"n": 1}, {"n": "1"}), {"run_id": "r"}, {"n": "1"})  # type: ignore[arg-type]
 
     def both(conn: sqlite3.Connection) -> None:
         op(conn)

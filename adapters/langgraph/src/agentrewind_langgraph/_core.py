@@ -9,11 +9,9 @@ from __future__ import annotations
 import builtins
 import logging
 import random
-import tempfile
-import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Self
 
 from langchain_core.runnables import RunnableConfig
@@ -33,37 +31,15 @@ import agentrewind
 from agentrewind.adapters import Encryption, Store
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
+from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases
+from ._open import memory_sqlite, open_backend, url_of
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
 from ._serde import SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
 
 log = logging.getLogger("agentrewind.langgraph")
-
-_MEMORY_FILES: dict[str, str] = {}
-_MEMORY_LOCK = threading.Lock()
-
-
-def _memory_sqlite(store: Store) -> Store:
-    """A SQLite file standing in for `memory://NAME` (shared by name within this process)."""
-    from agentrewind.adapters import SQLiteStore
-
-    name = store.url.split("://", 1)[1] or f"anon-{id(store)}"
-    with _MEMORY_LOCK:
-        path = _MEMORY_FILES.get(name)
-        if path is None:
-            path = str(Path(tempfile.mkdtemp(prefix="agentrewind-lg-")) / "memory.db")
-            _MEMORY_FILES[name] = path
-    return SQLiteStore(path, namespace=store.namespace)
-
-
-def _url(conn_string: str | None) -> str | None:
-    if conn_string is None or "://" in conn_string:
-        return conn_string
-    if conn_string == ":memory:":
-        return "memory://"
-    return "sqlite:///" + str(Path(conn_string).expanduser().resolve())
 
 
 class SaverCore(BaseCheckpointSaver[str]):
@@ -81,6 +57,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         encryption: Encryption | bool | None = None,
         lease: bool = False,
         lease_ttl: float = 30.0,
+        defer_writes: bool = True,
     ) -> None:
         if serde is None:
             serde = SafeSerializer(allowed_msgpack_modules=allowed_msgpack_modules)
@@ -91,32 +68,22 @@ class SaverCore(BaseCheckpointSaver[str]):
             store, self._owns_store = store_or_url, False
         else:
             store, self._owns_store = (
-                agentrewind.connect(_url(store_or_url), namespace=namespace),
+                agentrewind.connect(url_of(store_or_url), namespace=namespace),
                 True,
             )
         self._public_store = store
         if store.scheme == "memory":
-            store = _memory_sqlite(store)
+            store = memory_sqlite(store)
             self._owns_inner = True
         else:
             self._owns_inner = False
         self.store = store
         self.ttl = ttl
         self._deltas = ListDeltas()
-        self.backend: Any
-        if store.scheme == "redis":
-            from ._redis import RedisBackend
-
-            self.backend = RedisBackend(store, tombstone_ttl=tombstone_ttl)
-        elif store.scheme == "postgresql":
-            from ._postgres import PostgresBackend
-
-            self.backend = PostgresBackend(store, tombstone_ttl=tombstone_ttl)
-        else:
-            from ._sqlite import SQLiteBackend
-
-            self.backend = SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
+        self.backend: Any = open_backend(store, tombstone_ttl)
         self._leases = ThreadLeases(store, lease_ttl) if lease else None
+        self._buffer = WriteBuffer() if defer_writes else None
+        self._at_exit = weakref.finalize(self, write_held, self._buffer, self.backend, ttl)
 
     # -- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -131,7 +98,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         Returns:
             The saver; leaving the `with` block closes it.
         """
-        return cls(_url(conn_string), **kwargs)
+        return cls(url_of(conn_string), **kwargs)
 
     def setup(self) -> None:
         """Create or migrate the saver's tables/keys (also done when the saver opens)."""
@@ -139,7 +106,14 @@ class SaverCore(BaseCheckpointSaver[str]):
             self.backend.migrate()
 
     def close(self) -> None:
-        """Stop worker threads and close the store if this saver opened it."""
+        """Store held writes, stop worker threads and close the store if this saver opened it."""
+        try:
+            self._flush()
+        finally:
+            self._at_exit.detach()
+            self._close()
+
+    def _close(self) -> None:
         if self._leases is not None:
             self._leases.close()
         self.backend.close()
@@ -165,6 +139,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         latest: bool = False,
     ) -> Iterator[CheckpointTuple]:
         conf = (config or {}).get("configurable", {})
+        self._flush(str(conf["thread_id"]) if "thread_id" in conf else None)
         pushdown, exact = split_filter(filter)
         cns = conf.get("checkpoint_ns")
         if latest and cns is None:
@@ -202,6 +177,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         """
         if self._leases is not None:
             self._leases.reset(str(config["configurable"]["thread_id"]))
+        self._flush(str(config["configurable"]["thread_id"]))
         one = getattr(self.backend, "get_one", None)
         if one is None:
             return next(self._query(config, limit=1, latest=True), None)
@@ -243,6 +219,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             return {}
         conf = config["configurable"]
         thread_id, cns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        self._flush(thread_id)
         cid = conf.get("checkpoint_id")
         if not cid:
             latest = self.get_tuple(config)
@@ -276,7 +253,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         Returns:
             The config of the stored checkpoint.
         """
-        row, op = self._put_op(config, checkpoint, metadata, new_versions)
+        row, before, op = self._put_op(config, checkpoint, metadata, new_versions)
+        for held in before:
+            self._writes_stored(self.backend.execute(self._held_op(held)))
         return self._stored(row, self.backend.execute(op))
 
     def _put_op(
@@ -285,13 +264,23 @@ class SaverCore(BaseCheckpointSaver[str]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> tuple[PutRow, Any]:
+    ) -> tuple[PutRow, builtins.list[HeldWrites], Any]:
+        """The checkpoint's row, held writes to store before it, and its operation.
+
+        The writes held for the parent checkpoint go in the checkpoint's own operation.
+        """
         row = put_row(self.serde, self._deltas, config, checkpoint, metadata, new_versions)
-        op = self.backend.put_op(row, time.time(), self.ttl)
+        before: builtins.list[HeldWrites] = []
+        joined: builtins.list[HeldWrites] = []
+        if self._buffer is not None:
+            before, joined = self._buffer.for_put(
+                row.thread_id, row.cns, row.parent_id, row.checkpoint_id
+            )
+        op = self.backend.put_op(row, time.time(), self.ttl, joined)
         if self._leases is not None:
             self._leases.hold(row.thread_id)
             op = self._leases.fenced(row.thread_id, op)
-        return row, op
+        return row, before, op
 
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:
         if not accepted:
@@ -314,31 +303,45 @@ class SaverCore(BaseCheckpointSaver[str]):
             task_id: The task.
             task_path: The task's path (orders writes with `writes_sort_key`).
         """
-        self._writes_stored(
-            self.backend.execute(self._put_writes_op(config, writes, task_id, task_path))
-        )
+        for op in self._put_writes_ops(config, writes, task_id, task_path):
+            self._writes_stored(self.backend.execute(op))
 
-    def _put_writes_op(
+    def _put_writes_ops(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
-    ) -> Any:
+    ) -> builtins.list[Any]:
+        """The operations to run now: none when the writes are held for the next `put`."""
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        op = self.backend.put_writes_op(
-            thread_id,
-            conf.get("checkpoint_ns", ""),
-            conf["checkpoint_id"],
-            write_rows(self.serde, writes, task_id, task_path),
+        rows = write_rows(self.serde, writes, task_id, task_path)
+        held = HeldWrites(
+            str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"], rows,
             time.time(),
-            self.ttl,
+        )  # fmt: skip
+        if self._buffer is None:
+            return [self._held_op(held)]
+        if self._leases is not None:
+            self._leases.hold(held.thread_id)  # a lost lease fails here, not at the `put`
+        now = self._buffer.offer(held, task_id, may_hold(conf, task_id, rows))
+        return [self._held_op(w) for w in now]
+
+    def _held_op(self, w: HeldWrites) -> Any:
+        op = self.backend.put_writes_op(
+            w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, self.ttl
         )
         if self._leases is not None:
-            self._leases.hold(thread_id)
-            op = self._leases.fenced(thread_id, op)
+            self._leases.hold(w.thread_id)
+            op = self._leases.fenced(w.thread_id, op)
         return op
+
+    def _flush(self, thread_id: str | None = None, *, forget: bool = False) -> None:
+        """Store the writes held for a thread (None: every thread) before reading it."""
+        if self._buffer is not None:
+            for w in self._buffer.take(thread_id, forget=forget):
+                if not forget:
+                    self._writes_stored(self.backend.execute(self._held_op(w)))
 
     @staticmethod
     def _writes_stored(accepted: bool) -> None:
@@ -354,12 +357,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.backend.execute(self._delete_thread_op(thread_id))
 
     def _delete_thread_op(self, thread_id: str) -> Any:
+        self._flush(str(thread_id), forget=True)  # held writes of a deleted thread: dropped
         self._deltas.forget(str(thread_id))
         return self.backend.delete_thread_op(str(thread_id), time.time())
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
         if run_ids:
+            self._flush()
             self.backend.execute(self._delete_for_runs_op(run_ids))
 
     def _delete_for_runs_op(self, run_ids: Sequence[str]) -> Any:
@@ -368,6 +373,7 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history (every namespace, value and write) to another id."""
+        self._flush(str(source_thread_id))
         self.backend.execute(self._copy_thread_op(source_thread_id, target_thread_id))
 
     def _copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Any:
@@ -396,6 +402,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         Raises:
             ValueError: Unknown strategy or a negative `keep_last`.
         """
+        self._flush()
         for op in self._prune_ops(*self._prune_args(thread_ids, strategy, keep_last)):
             self.backend.execute(op)
 
@@ -421,6 +428,7 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def purge_expired(self) -> int:
         """Delete threads whose TTL ran out (Redis expires them itself); returns how many."""
+        self._flush()
         return int(self.backend.execute(self.backend.purge_expired_op(time.time())))
 
     def get_next_version(self, current: str | None, channel: None) -> str:

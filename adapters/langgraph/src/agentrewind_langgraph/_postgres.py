@@ -19,6 +19,7 @@ from agentrewind.adapters import SchemaVersionError
 
 from . import _pg_sql as Q
 from ._codec import BlobRow, CheckpointInfo, PutRow, RawTuple, WriteRow, assemble_blob, plan_removal
+from ._defer import HeldWrites
 
 __all__ = ["PostgresBackend"]
 
@@ -107,8 +108,19 @@ class PostgresBackend:
             "since": now - self.tombstone_ttl,
         }
 
-    def put_op(self, row: PutRow, now: float, ttl: float | None) -> Op[bool]:
-        """The operation storing one checkpoint and its changed channels (one statement)."""
+    def put_op(
+        self, row: PutRow, now: float, ttl: float | None, writes: Sequence[HeldWrites] = ()
+    ) -> Op[bool]:
+        """The operation storing one checkpoint and its changed channels (one statement).
+
+        `writes` (pending writes the saver held for the parent) are sent before it in the
+        same transaction and pipeline: one round trip, one commit.
+        """
+        before = [
+            (self.sql("PUT_WRITES"), self._writes_args(w.thread_id, w.cns, w.checkpoint_id,
+                                                       w.rows, w.now, ttl))
+            for w in writes
+        ]  # fmt: skip
         md, md_blob = row.md_text, row.md_blob
         if row.md_text is not None and "\\u0000" in row.md_text:
             md, md_blob = None, row.md_text.encode()  # jsonb cannot hold NUL: keep it aside
@@ -127,7 +139,7 @@ class PostgresBackend:
         }
 
         def op(conn: Any) -> bool:
-            blobs = list(row.blobs)
+            blobs, pre = list(row.blobs), before
             for _ in range(3):
                 args.update(
                     b_ch=[b.channel for b in blobs],
@@ -138,7 +150,9 @@ class PostgresBackend:
                     b_type=[b.type for b in blobs],
                     b_val=[b.value for b in blobs],
                 )
-                ok, missing = self.store.write_in(conn, [(self.sql("PUT"), args)], fetch=0)[0]
+                put = [*pre, (self.sql("PUT"), args)]
+                ok, missing = self.store.write_in(conn, put, fetch=len(put) - 1)[0]
+                pre = []  # stored: a retry sends the checkpoint alone
                 if ok or not missing:
                     return bool(ok)
                 for i in missing:  # a delta's base is gone: store that value whole
@@ -160,7 +174,24 @@ class PostgresBackend:
         ttl: float | None,
     ) -> Op[bool]:
         """The operation storing the pending writes of one task (one statement)."""
-        args = self._touch_args(thread_id, now, ttl) | {
+        args = self._writes_args(thread_id, cns, cid, rows, now, ttl)
+
+        def op(conn: Any) -> bool:
+            rows_ = self.store.write_in(conn, [(self.sql("PUT_WRITES"), args)], fetch=0)
+            return bool(rows_[0][0])
+
+        return op
+
+    def _writes_args(
+        self,
+        thread_id: str,
+        cns: str,
+        cid: str,
+        rows: Sequence[WriteRow],
+        now: float,
+        ttl: float | None,
+    ) -> dict[str, Any]:
+        return self._touch_args(thread_id, now, ttl) | {
             "cns": cns,
             "cid": cid,
             "task": [w.task_id for w in rows],
@@ -170,12 +201,6 @@ class PostgresBackend:
             "type": [w.type for w in rows],
             "val": [w.value for w in rows],
         }
-
-        def op(conn: Any) -> bool:
-            rows_ = self.store.write_in(conn, [(self.sql("PUT_WRITES"), args)], fetch=0)
-            return bool(rows_[0][0])
-
-        return op
 
     def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
         """The operation deleting a thread and leaving a tombstone (one transaction)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import ormsgpack
+from redis.exceptions import NoScriptError
 
 from . import _keys as K
 from ._codec import (
@@ -21,6 +23,7 @@ from ._codec import (
     assemble_blob,
     plan_removal,
 )
+from ._defer import HeldWrites
 
 T = TypeVar("T")
 Op = Callable[[], T]
@@ -28,6 +31,8 @@ _PAGE = 200
 _SCRIPTS = (
     "PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "HEADS", "QUERY", "BLOBS", "CHAIN", "WRITES"
 )  # fmt: skip
+_SHA = {n: hashlib.sha1(getattr(K, n).encode()).hexdigest() for n in ("PUT", "PUT_WRITES")}
+"""The SHA1s the store registers these scripts under (`register_scripts`)."""
 _TH = K.DATA_PARTS.index("th")
 _READ = _TH  # read scripts use only the keys before `th`: send no more
 
@@ -102,8 +107,19 @@ class RedisBackend:
             self._pool = None
 
     # -- writes ------------------------------------------------------------------------------
-    def put_op(self, row: PutRow, now: float, ttl: float | None) -> Op[bool]:
-        """The operation storing one checkpoint and its changed channels (one script)."""
+    def put_op(
+        self, row: PutRow, now: float, ttl: float | None, writes: Sequence[HeldWrites] = ()
+    ) -> Op[bool]:
+        """The operation storing one checkpoint and its changed channels (one script).
+
+        `writes` (pending writes the saver held for the parent) are sent before it in the
+        same pipeline: one round trip.
+        """
+        before = [
+            (self._keys(w.thread_id, registry=True), self._writes_args(w.thread_id, w.cns,
+             w.checkpoint_id, w.rows, w.now, ttl))
+            for w in writes
+        ]  # fmt: skip
         cj = (
             f'{{"p":{json.dumps(row.parent_id)},"v":{json.dumps(row.versions)},'
             f'"r":{json.dumps(row.run_id)},"m":{row.md_text or "null"}}}'
@@ -118,13 +134,14 @@ class RedisBackend:
         keys = self._keys(row.thread_id, registry=True)
 
         def op() -> bool:
-            blobs = list(row.blobs)
+            blobs, pre = list(row.blobs), before
             for _ in range(3):
                 args: list[Any] = list(head)
                 for b in blobs:
                     base = b.base if b.kind == "d" and b.base else ""
                     args += [b.channel, b.version, base, _blob_record(b)]
-                res = self._run("PUT", keys, args)
+                res = self._run_after(pre, keys, args)
+                pre = []  # stored: a retry sends the checkpoint alone
                 if not isinstance(res, list):
                     if res:
                         self._register(row.thread_id, now)
@@ -148,12 +165,7 @@ class RedisBackend:
         ttl: float | None,
     ) -> Op[bool]:
         """The operation storing the pending writes of one task (one script)."""
-        member = f"{cns}\0{cid}"
-        args: list[Any] = [now, member, _ttl_ms(ttl), thread_id]
-        for w in rows:
-            field = f"{member}\0{w.task_path}\0{w.task_id}\0{K.idx_text(w.idx)}"
-            rec = f"{w.channel}\0{w.type}\0".encode() + w.value
-            args += [field, rec, "1" if w.idx < 0 else "0"]
+        args = self._writes_args(thread_id, cns, cid, rows, now, ttl)
         keys = self._keys(thread_id, registry=True)
 
         def op() -> bool:
@@ -163,6 +175,44 @@ class RedisBackend:
             return ok
 
         return op
+
+    @staticmethod
+    def _writes_args(
+        thread_id: str, cns: str, cid: str, rows: Sequence[WriteRow], now: float, ttl: float | None
+    ) -> list[Any]:
+        member = f"{cns}\0{cid}"
+        args: list[Any] = [now, member, _ttl_ms(ttl), thread_id]
+        for w in rows:
+            field = f"{member}\0{w.task_path}\0{w.task_id}\0{K.idx_text(w.idx)}"
+            rec = f"{w.channel}\0{w.type}\0".encode() + w.value
+            args += [field, rec, "1" if w.idx < 0 else "0"]
+        return args
+
+    def _run_after(
+        self, writes: list[tuple[list[str], list[Any]]], keys: list[str], args: list[Any]
+    ) -> Any:
+        """`PUT_WRITES` for each of `writes`, then `PUT`: one pipeline; returns PUT's reply.
+
+        Scripts the server lacks (NOSCRIPT) are loaded by running the calls one by one (each
+        is idempotent, so those that ran in the pipeline may run again).
+        """
+        if not writes:
+            return self._run("PUT", keys, args)
+        calls = [*((_SHA["PUT_WRITES"], k, a) for k, a in writes), (_SHA["PUT"], keys, args)]
+        with self.store.translate_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for sha, k, a in calls:
+                pipe.evalsha(sha, len(k), *k, *a)
+            replies = pipe.execute(raise_on_error=False)
+        if any(isinstance(r, NoScriptError) for r in replies):
+            for k, a in writes:
+                self._run("PUT_WRITES", k, a)
+            return self._run("PUT", keys, args)
+        for r in replies:
+            if isinstance(r, Exception):
+                with self.store.translate_errors():
+                    raise r
+        return replies[-1]
 
     def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
         """The operation deleting a thread and leaving a tombstone."""

@@ -20,6 +20,7 @@ from ._codec import (
     plan_removal,
     unpack_versions,
 )
+from ._defer import HeldWrites
 
 __all__ = ["SQLiteWrites", "Txn"]
 
@@ -53,15 +54,24 @@ class SQLiteWrites:
         args = (self.ns, thread_id, cns, cid)
         return conn.execute(_sql.CHECKPOINT_EXISTS, args).fetchone() is not None
 
-    def put_op(self, row: PutRow, now: float, ttl: float | None) -> Txn[bool]:
+    def put_op(
+        self, row: PutRow, now: float, ttl: float | None, writes: Sequence[HeldWrites] = ()
+    ) -> Txn[bool]:
         """The transaction storing one checkpoint and its changed channels.
 
         In the common case it runs two statements: the checkpoint (guarded by the tombstone
         check inside the same INSERT) and its values. The thread row and the (run, thread)
         pair are written only when this process has not yet committed them (see `_known`).
+        `writes` (pending writes the saver held for the parent) go in the same transaction.
         """
+        before = [
+            self.put_writes_op(w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, ttl)
+            for w in writes
+        ]
 
         def txn(conn: sqlite3.Connection) -> bool:
+            for w in before:
+                w(conn)
             ns, tid, cns = self.ns, row.thread_id, row.cns
             cp = (ns, tid, cns, row.checkpoint_id, row.parent_id, row.run_id, row.cp_type,
                   row.checkpoint, pack_versions(row.versions), row.md_text, row.md_type,

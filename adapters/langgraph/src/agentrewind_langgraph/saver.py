@@ -96,13 +96,14 @@ class RewindSaver(SaverCore):
 
     async def aclose(self) -> None:
         """Async twin of `close`."""
+        await self._aflush()
         self.close()
 
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.aclose()
 
     # -- the async API -----------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -140,7 +141,9 @@ class RewindSaver(SaverCore):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of `put` (committed by the writer thread, grouped with other writes)."""
-        row, op = self._put_op(config, checkpoint, metadata, new_versions)
+        row, before, op = self._put_op(config, checkpoint, metadata, new_versions)
+        for held in before:
+            self._writes_stored(await self.backend.aexecute(self._held_op(held)))
         return self._stored(row, await self.backend.aexecute(op))
 
     async def aput_writes(
@@ -151,8 +154,14 @@ class RewindSaver(SaverCore):
         task_path: str = "",
     ) -> None:
         """Async twin of `put_writes`."""
-        op = self._put_writes_op(config, writes, task_id, task_path)
-        self._writes_stored(await self.backend.aexecute(op))
+        for op in self._put_writes_ops(config, writes, task_id, task_path):
+            self._writes_stored(await self.backend.aexecute(op))
+
+    async def _aflush(self, thread_id: str | None = None) -> None:
+        """Async twin of `_flush`."""
+        if self._buffer is not None:
+            for w in self._buffer.take(thread_id):
+                self._writes_stored(await self.backend.aexecute(self._held_op(w)))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of `delete_thread`."""
@@ -161,10 +170,12 @@ class RewindSaver(SaverCore):
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async twin of `delete_for_runs`."""
         if run_ids:
+            await self._aflush()
             await self.backend.aexecute(self._delete_for_runs_op(run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async twin of `copy_thread`."""
+        await self._aflush(str(source_thread_id))
         await self.backend.aexecute(self._copy_thread_op(source_thread_id, target_thread_id))
 
     async def aprune(
@@ -175,6 +186,7 @@ class RewindSaver(SaverCore):
         keep_last: int | None = None,
     ) -> None:
         """Async twin of `prune`."""
+        await self._aflush()
         args = await self._read(self._prune_args, thread_ids, strategy, keep_last)
         for op in self._prune_ops(*args):
             await self.backend.aexecute(op)

@@ -1,0 +1,170 @@
+"""Deferred pending writes: one store write per LangGraph superstep.
+
+Inside a graph run, LangGraph calls `put_writes` when a task finishes and `put` once the
+superstep's tasks are done, each on an executor thread. A superstep with a single task thus
+costs two writes (two transactions, round trips and thread hand-offs). `WriteBuffer` holds the
+task's writes in memory and hands them to the next `put` of the same thread and namespace,
+which stores them in its own transaction (SQLite, PostgreSQL) or pipeline (Redis).
+
+Writes are written at once (never held) when:
+
+* the call is not inside a graph run, or the run's durability is `"exit"` (LangGraph then
+  saves pending writes after its last `put`: nothing would follow to carry them);
+* a write goes to a special channel (an error, interrupt, resume or scheduled write, or the
+  error handler's source marker) or comes from the null task (`update_state`, resumes);
+* a second task writes for the same checkpoint (parallel branches), which also writes what
+  the first task left held, so a branch that finished survives a failing sibling;
+* the writes are for a checkpoint older than the last one this saver put for the thread
+  (the superstep's `put` ran first; holding them would only delay them).
+
+Held writes are also written before the saver reads, lists, copies or prunes, when `put`
+names another parent, and on `close()` (and at interpreter exit). The crash window: a process
+killed outright (SIGKILL, power loss) while a task's writes are held loses them, and that
+task runs again on resume, exactly as if it had not finished. With `durability="sync"` the
+next step never starts before they are stored (its `put` carries them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+from ._codec import WriteRow
+
+__all__ = ["HeldWrites", "WriteBuffer", "may_hold", "write_held"]
+
+log = logging.getLogger("agentrewind.langgraph")
+
+_RUNTIME = "__pregel_runtime"
+"""`configurable` key LangGraph sets on every call made by a running graph."""
+_DURABILITY = "__pregel_durability"
+"""`configurable` key holding the run's durability when the caller chose one."""
+_NULL_TASK = "00000000-0000-0000-0000-000000000000"
+_URGENT = frozenset(WRITES_IDX_MAP) | {"__error_source_node__"}
+"""Channels written at once: errors, interrupts, resumes, schedules, error-handler markers."""
+_MAX_SLOTS = 10_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeldWrites:
+    """One task's pending writes, serialized, waiting to be stored."""
+
+    thread_id: str
+    cns: str
+    checkpoint_id: str
+    rows: Sequence[WriteRow]
+    now: float
+
+
+@dataclasses.dataclass(slots=True)
+class _Slot:
+    """What the buffer knows of one (thread, namespace)."""
+
+    head: str | None = None  # the last checkpoint this saver put
+    cid: str | None = None  # the checkpoint `tasks` and `held` belong to
+    tasks: set[str] = dataclasses.field(default_factory=set)
+    held: list[HeldWrites] = dataclasses.field(default_factory=list)
+
+
+def may_hold(conf: Mapping[str, Any], task_id: str, rows: Sequence[WriteRow]) -> bool:
+    """Whether these writes may wait for the next `put` (see the module docstring)."""
+    if _RUNTIME not in conf or conf.get(_DURABILITY) == "exit" or task_id == _NULL_TASK:
+        return False
+    return not any(w.channel in _URGENT for w in rows)
+
+
+class WriteBuffer:
+    """Held writes per thread and namespace; every method is thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[str, dict[str, _Slot]] = {}  # thread id -> namespace -> slot
+        self._held = 0  # writes held across all slots (reads skip the lock when 0)
+
+    def _slot(self, thread_id: str, cns: str) -> _Slot:
+        """The slot of a thread's namespace, made on first use (holding `_lock`)."""
+        by_ns = self._slots.get(thread_id)
+        if by_ns is None:
+            if len(self._slots) >= _MAX_SLOTS:  # bound memory: forget idle threads
+                for t in [t for t, d in self._slots.items() if not any(s.held for s in d.values())]:
+                    del self._slots[t]
+            by_ns = self._slots[thread_id] = {}
+        slot = by_ns.get(cns)
+        if slot is None:
+            slot = by_ns[cns] = _Slot()
+        return slot
+
+    def offer(self, w: HeldWrites, task_id: str, holdable: bool) -> list[HeldWrites]:
+        """Hold `w` if it may wait; returns what must be written now, in order (maybe `[w]`)."""
+        with self._lock:
+            slot = self._slot(w.thread_id, w.cns)
+            counted = len(slot.held)
+            out: list[HeldWrites] = []
+            if slot.cid != w.checkpoint_id:
+                out, slot.held = slot.held, []
+                slot.cid, slot.tasks = w.checkpoint_id, set()
+            alone = not slot.tasks or slot.tasks == {task_id}
+            slot.tasks.add(task_id)
+            if holdable and alone and slot.head in (None, w.checkpoint_id):
+                slot.held.append(w)
+            else:
+                out += slot.held
+                slot.held = []
+                out.append(w)
+            self._held += len(slot.held) - counted
+            return out
+
+    def for_put(
+        self, thread_id: str, cns: str, parent_id: str | None, checkpoint_id: str
+    ) -> tuple[list[HeldWrites], list[HeldWrites]]:
+        """Note a `put`; returns `(before, joined)`: writes to store first, and with it."""
+        with self._lock:
+            slot = self._slot(thread_id, cns)
+            held = slot.held
+            self._held -= len(held)
+            joined = slot.cid is not None and slot.cid == parent_id
+            slot.head, slot.cid, slot.tasks, slot.held = checkpoint_id, None, set(), []
+            return ([], held) if joined else (held, [])
+
+    def take(self, thread_id: str | None = None, *, forget: bool = False) -> list[HeldWrites]:
+        """Remove and return the held writes of a thread (None: of every thread).
+
+        With `forget`, also forget what the buffer knew of the thread (it was deleted).
+        """
+        if not self._held and not forget:
+            return []
+        with self._lock:
+            if thread_id is None:
+                groups = list(self._slots.values())
+            else:
+                one = self._slots.get(thread_id)
+                groups = [] if one is None else [one]
+            out = [w for by_ns in groups for slot in by_ns.values() for w in slot.held]
+            for by_ns in groups:
+                for slot in by_ns.values():
+                    slot.held = []
+            self._held -= len(out)
+            if forget:
+                if thread_id is None:
+                    self._slots.clear()
+                else:
+                    self._slots.pop(thread_id, None)
+            return out
+
+
+def write_held(buffer: WriteBuffer | None, backend: Any, ttl: float | None) -> None:
+    """Store every held write (a saver dropped or the interpreter exiting without `close`)."""
+    if buffer is None:
+        return
+    for w in buffer.take():
+        try:
+            backend.execute(
+                backend.put_writes_op(w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, ttl)
+            )
+        except Exception:  # at exit nothing can be raised to: say what was lost
+            log.exception("agentrewind: held LangGraph writes of thread %r lost", w.thread_id)

@@ -1,0 +1,52 @@
+"""Opening what a `RewindSaver` writes to: its store URL, and the backend for the store."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentrewind.adapters import Store
+
+__all__ = ["memory_sqlite", "open_backend", "url_of"]
+
+_MEMORY_FILES: dict[str, str] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def memory_sqlite(store: Store) -> Store:
+    """A SQLite file standing in for `memory://NAME` (shared by name within this process)."""
+    from agentrewind.adapters import SQLiteStore
+
+    name = store.url.split("://", 1)[1] or f"anon-{id(store)}"
+    with _MEMORY_LOCK:
+        path = _MEMORY_FILES.get(name)
+        if path is None:
+            path = str(Path(tempfile.mkdtemp(prefix="agentrewind-lg-")) / "memory.db")
+            _MEMORY_FILES[name] = path
+    return SQLiteStore(path, namespace=store.namespace)
+
+
+def url_of(conn_string: str | None) -> str | None:
+    """A store URL for `conn_string`: a plain file path means SQLite, `:memory:` memory."""
+    if conn_string is None or "://" in conn_string:
+        return conn_string
+    if conn_string == ":memory:":
+        return "memory://"
+    return "sqlite:///" + str(Path(conn_string).expanduser().resolve())
+
+
+def open_backend(store: Store, tombstone_ttl: float) -> Any:
+    """The backend that keeps LangGraph threads in `store` (SQLite, Redis or PostgreSQL)."""
+    if store.scheme == "redis":
+        from ._redis import RedisBackend
+
+        return RedisBackend(store, tombstone_ttl=tombstone_ttl)
+    if store.scheme == "postgresql":
+        from ._postgres import PostgresBackend
+
+        return PostgresBackend(store, tombstone_ttl=tombstone_ttl)
+    from ._sqlite import SQLiteBackend
+
+    return SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
