@@ -194,9 +194,13 @@ class RedisBackend:
         """`PUT_WRITES` for each of `writes`, then `PUT`: one pipeline; returns PUT's reply.
 
         Scripts the server lacks (NOSCRIPT) are loaded by running the calls one by one (each
-        is idempotent, so those that ran in the pipeline may run again).
+        is idempotent, so those that ran in the pipeline may run again). Redis Cluster
+        clients refuse scripts in a pipeline: there the calls go one by one.
         """
-        if not writes:
+        if self.cluster:
+            for k, a in writes:
+                self._run("PUT_WRITES", k, a)
+        if self.cluster or not writes:
             return self._run("PUT", keys, args)
         calls = [*((_SHA["PUT_WRITES"], k, a) for k, a in writes), (_SHA["PUT"], keys, args)]
         with self.store.translate_errors():

@@ -1,0 +1,250 @@
+"""One store write per superstep: a task's pending writes ride in the next `put`'s transaction.
+
+Counted at the store boundary of a real store: SQLite commits (trace callback), Redis requests
+sent (each is one round trip, a pipeline included), PostgreSQL write transactions. Error,
+interrupt and parallel-branch writes are checked through a second saver opened while the
+first is still open, so they are in the store, not only in the first saver's memory.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+from agentrewind_langgraph import RewindSaver
+
+NODES = 10
+
+
+class State(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def cfg() -> dict[str, Any]:
+    return {"configurable": {"thread_id": uuid.uuid4().hex}}
+
+
+def line(n: int = NODES) -> StateGraph:
+    b = StateGraph(State)
+    prev = START
+    for i in range(n):
+        b.add_node(f"n{i}", lambda s, i=i: {"items": [f"n{i}"]})
+        b.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    b.add_edge(prev, END)
+    return b
+
+
+@contextmanager
+def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
+    """Count the saver's store writes: commits, Redis requests or Postgres transactions."""
+    n = [0]
+    lock = threading.Lock()
+
+    def bump(*_: Any) -> None:
+        with lock:
+            n[0] += 1
+
+    backend: Any = saver.backend
+    scheme = saver.store.scheme
+    if scheme == "sqlite":
+        conn = backend._wdb.connection()
+        conn.set_trace_callback(lambda sql: bump() if sql == "COMMIT" else None)
+        try:
+            yield n
+        finally:
+            conn.set_trace_callback(None)
+        return
+    if scheme == "redis":
+        import redis.connection
+
+        target: Any = redis.connection.AbstractConnection
+        name = "send_packed_command"
+    else:
+        target, name = saver.store, "write_in"
+    real = getattr(target, name)
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        bump()
+        return real(*args, **kw)
+
+    setattr(target, name, counted)
+    try:
+        yield n
+    finally:
+        if target is saver.store:
+            delattr(target, name)
+        else:
+            setattr(target, name, real)
+
+
+def history_writes(saver: RewindSaver, config: dict[str, Any]) -> list[list[tuple[str, str]]]:
+    """Per stored checkpoint (oldest first), its pending writes as (channel, value)."""
+    return [
+        sorted((str(w[1]), repr(saver.serde.loads_typed(saver.serde.dumps_typed(w[2]))))
+               for w in t.pending_writes or [])
+        for t in reversed(list(saver.list(config)))
+    ]  # fmt: skip
+
+
+def test_one_write_per_superstep_and_the_same_history(saver_url: str) -> None:
+    figures: dict[bool, int] = {}
+    histories: dict[bool, Any] = {}
+    for defer in (False, True):
+        with RewindSaver(saver_url, defer_writes=defer) as saver:
+            graph = line().compile(checkpointer=saver)
+            graph.invoke({"items": []}, cfg(), durability="sync")  # warm up (schema, scripts)
+            config = cfg()
+            with count_writes(saver) as n:
+                out = graph.invoke({"items": []}, config, durability="sync")
+            assert out["items"] == [f"n{i}" for i in range(NODES)]
+            figures[defer] = n[0]
+            histories[defer] = history_writes(saver, config)
+    # The input checkpoint, `__start__`'s, then one per node; on Redis the run's one read
+    # (`get_tuple`) is counted too.
+    puts = NODES + 2 + (1 if saver_url.startswith("redis") else 0)
+    assert figures[True] == puts, figures
+    # Without holding: a write per put and per task (SQLite's group commit folds a few).
+    assert figures[False] >= puts + NODES // 2, figures
+    assert histories[True] == histories[False]
+    assert all(len(ws) > 0 for ws in histories[True][:-1])  # every superstep's writes stored
+
+
+def test_async_api_one_write_per_superstep(saver_url: str) -> None:
+    import asyncio
+
+    async def main() -> tuple[int, list[str]]:
+        async with RewindSaver(saver_url) as saver:
+            graph = line().compile(checkpointer=saver)
+            await graph.ainvoke({"items": []}, cfg(), durability="sync")
+            config = cfg()
+            with count_writes(saver) as n:
+                out = await graph.ainvoke({"items": []}, config, durability="sync")
+            return n[0], out["items"]
+
+    n, items = asyncio.run(main())
+    assert items == [f"n{i}" for i in range(NODES)]
+    assert n == NODES + 2 + (1 if saver_url.startswith("redis") else 0)
+
+
+class Signalling(RewindSaver):
+    """A saver that tells when a task's writes reached it (held or stored)."""
+
+    wrote = threading.Event()
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        if ("items", ["a"]) in list(writes):
+            self.wrote.set()
+
+
+def _parallel(runs: dict[str, int], fail: dict[str, bool]) -> StateGraph:
+
+    def a(state: State) -> dict[str, Any]:
+        runs["a"] += 1
+        return {"items": ["a"]}
+
+    def b(state: State) -> dict[str, Any]:
+        runs["b"] += 1
+        if fail["on"]:
+            assert Signalling.wrote.wait(5)  # a's writes reached the saver before b fails
+            raise RuntimeError("boom")
+        return {"items": ["b"]}
+
+    g = StateGraph(State)
+    g.add_node("a", a)
+    g.add_node("b", b)
+    g.add_node("c", lambda s: {"items": ["c"]})
+    g.add_edge(START, "c")  # a superstep of one task first: its writes are held
+    g.add_edge("c", "a")
+    g.add_edge("c", "b")
+    g.add_edge("a", END)
+    g.add_edge("b", END)
+    return g
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_error_in_a_branch_keeps_the_finished_siblings_writes(
+    saver_url: str, durability: Any
+) -> None:
+    runs = {"a": 0, "b": 0}
+    fail = {"on": True}
+    config = cfg()
+    Signalling.wrote.clear()
+    with Signalling(saver_url) as first:
+        with pytest.raises(RuntimeError, match="boom"):
+            _parallel(runs, fail).compile(checkpointer=first).invoke(
+                {"items": []}, config, durability=durability
+            )
+        fail["on"] = False
+        # Another saver (as another process would) while the first still holds whatever it holds.
+        with Signalling(saver_url) as second:
+            graph = _parallel(runs, fail).compile(checkpointer=second)
+            out = graph.invoke(None, config, durability=durability)
+    assert sorted(out["items"]) == ["a", "b", "c"]
+    assert runs == {"a": 1, "b": 2}  # a's writes were stored: a did not run again
+
+
+def test_an_interrupt_keeps_its_writes(saver_url: str) -> None:
+    asked: list[str] = []
+
+    def ask(state: State) -> dict[str, Any]:
+        answer = interrupt("name?")
+        asked.append(answer)
+        return {"items": [f"hi {answer}"]}
+
+    def build() -> StateGraph:
+        g = StateGraph(State)
+        g.add_node("first", lambda s: {"items": ["first"]})
+        g.add_node("ask", ask)
+        g.add_edge(START, "first")
+        g.add_edge("first", "ask")
+        g.add_edge("ask", END)
+        return g
+
+    config = cfg()
+    with RewindSaver(saver_url) as first:
+        first_graph = build().compile(checkpointer=first)
+        first_graph.invoke({"items": []}, config, durability="sync")
+        with RewindSaver(saver_url) as second:
+            graph = build().compile(checkpointer=second)
+            state = graph.get_state(config)
+            assert [i.value for t in state.tasks for i in t.interrupts] == ["name?"]
+            out = graph.invoke(Command(resume="Ada"), config, durability="sync")
+    assert out["items"] == ["first", "hi Ada"]
+    assert asked == ["Ada"]
+
+
+def test_held_writes_are_stored_by_reads_and_close(saver_url: str) -> None:
+    """Outside a graph run nothing is held; inside one, reads and `close` store what is."""
+    inside: Callable[[dict[str, Any]], dict[str, Any]] = lambda c: {  # noqa: E731
+        "configurable": {**c["configurable"], "__pregel_runtime": object()}
+    }
+    with RewindSaver(saver_url) as saver:
+        graph = line(1).compile(checkpointer=saver)
+        config = cfg()
+        graph.invoke({"items": []}, config, durability="sync")
+        head = saver.get_tuple(config)
+        assert head is not None
+        saver.put_writes(inside(head.config), [("items", ["x"])], "task-1")
+        with RewindSaver(saver_url) as other:  # not stored yet: held for the next put
+            held = other.get_tuple(config)
+            assert held is not None and held.pending_writes == []
+        again = saver.get_tuple(config)  # the saver's own read stores them first
+        assert again is not None and again.pending_writes == [("task-1", "items", ["x"])]
+        saver.put_writes(inside(head.config), [("items", ["x"]), ("items", ["y"])], "task-1")
+        with RewindSaver(saver_url) as other:
+            still = other.get_tuple(config)
+            assert still is not None and len(still.pending_writes or []) == 1
+    with RewindSaver(saver_url) as other:  # close stored the second call's new write
+        after = other.get_tuple(config)
+        assert after is not None
+        assert [w[2] for w in after.pending_writes or []] == [["x"], ["y"]]
