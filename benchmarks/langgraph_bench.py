@@ -45,12 +45,12 @@ from agentrewind_langgraph import RewindSaver
 ROOT = tempfile.mkdtemp(prefix="lg-bench-")
 
 
-def _rewind_sqlite() -> Any:
-    return RewindSaver(f"sqlite:///{ROOT}/{uuid.uuid4().hex}.db")
+def _rewind_sqlite(**kw: Any) -> Any:
+    return RewindSaver(f"sqlite:///{ROOT}/{uuid.uuid4().hex}.db", **kw)
 
 
-def _rewind_redis() -> Any:
-    return RewindSaver(f"{bench_redis_url()}?namespace=bench-{uuid.uuid4().hex[:8]}")
+def _rewind_redis(**kw: Any) -> Any:
+    return RewindSaver(f"{bench_redis_url()}?namespace=bench-{uuid.uuid4().hex[:8]}", **kw)
 
 
 def _plainredis() -> Any:
@@ -452,7 +452,16 @@ def main() -> None:
         help="DIR holds an older copy of the package renamed agentrewind_langgraph_base: "
         "run it beside as Rewind/sqlite@base (before/after in one run)",
     )
+    p.add_argument(
+        "--with-no-defer",
+        action="store_true",
+        help="also run Rewind/sqlite and Rewind/redis with defer_writes=False (one write per "
+        "put_writes, as before 0.3) beside the default, for before/after in one run",
+    )
     a = p.parse_args()
+    if a.with_no_defer:
+        SAVERS["Rewind/sqlite/no-defer"] = lambda: _rewind_sqlite(defer_writes=False)
+        SAVERS["Rewind/redis/no-defer"] = lambda: _rewind_redis(defer_writes=False)
     if a.baseline:
         import sys
 
@@ -462,6 +471,7 @@ def main() -> None:
         SAVERS["Rewind/sqlite@base"] = lambda: BaseSaver(f"sqlite:///{ROOT}/{uuid.uuid4().hex}.db")
     if a.savers:
         keep = {"memory", "Rewind/sqlite@base", *a.savers.split(",")}
+        keep |= {f"{n}/no-defer" for n in keep}
         for name in [n for n in SAVERS if n not in keep]:
             del SAVERS[name]
     q = a.quick

@@ -58,18 +58,27 @@ class Anchor:
         self.conn.close()
 
 
+NO_DEFER = False
+"""`--with-no-defer`: also run RewindSaver with `defer_writes=False` (before/after)."""
+
+
 def savers(url: str) -> dict[str, Callable[[], Any]]:
-    def rewind(durability: str = "full") -> Callable[[], Any]:
+    def rewind(durability: str = "full", defer: bool = True) -> Callable[[], Any]:
         return lambda: RewindSaver(
-            f"{url}?namespace=b{uuid.uuid4().hex[:8]}&durability={durability}"
+            f"{url}?namespace=b{uuid.uuid4().hex[:8]}&durability={durability}",
+            defer_writes=defer,
         )
 
-    return {
+    out = {
         "memory": InMemorySaver,
         "PostgresSaver": lambda: Anchor(url),
         "Rewind/pg": rewind(),
         "Rewind/pg-normal": rewind("normal"),
     }
+    if NO_DEFER:
+        out["Rewind/pg/no-defer"] = rewind(defer=False)
+        out["Rewind/pg-normal/no-defer"] = rewind("normal", defer=False)
+    return out
 
 
 def _saver(obj: Any) -> Any:
@@ -309,8 +318,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="smaller sizes")
     p.add_argument("--parts", default="abcde")
+    p.add_argument("--with-no-defer", action="store_true", help="also defer_writes=False")
+    p.add_argument("--db-prefix", default="agentrewind_bench", help="scratch database name prefix")
     a = p.parse_args()
-    name = f"agentrewind_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    global NO_DEFER
+    NO_DEFER = a.with_no_defer
+    name = f"{a.db_prefix}_{os.getpid()}_{secrets.token_hex(3)}"
     with psycopg.connect(SERVER, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = _db_url(name)
