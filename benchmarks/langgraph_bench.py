@@ -133,13 +133,13 @@ def table(
     print(f"\n{title}")
     for name, v in rows.items():
         if v is None:
-            print(f"  {name:<18} {'n/a':>12}")
+            print(f"  {name:<24} {'n/a':>12}")
             continue
         r = f"x{v / base:.2f} vs memory" if base else ""
         wal = rows.get("SqliteSaver/WAL")
         if wal and name != "SqliteSaver/WAL":
             r += f"   x{v / wal:.2f} vs SqliteSaver/WAL"
-        print(f"  {name:<18} {v:>12.1f} {unit:<8} {r}")
+        print(f"  {name:<24} {v:>12.1f} {unit:<8} {r}")
 
 
 class Line(TypedDict):

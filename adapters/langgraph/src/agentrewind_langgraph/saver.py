@@ -64,6 +64,16 @@ class RewindSaver(SaverCore):
             collects the failed write (nothing of the refused owner is stored either way).
         lease_ttl: Seconds a thread's lease lasts without renewal. A crashed process on this
             host frees it at once; one on another host after `lease_ttl`.
+        defer_writes: One write per superstep (default True). Inside a graph run, a task's
+            pending writes are held in memory and stored in the same transaction (Redis:
+            pipeline) as the superstep's `put`. Written at once instead: special writes
+            (errors, interrupts, resumes), every write of a superstep where a second task
+            writes (with what the first left held, so a finished parallel branch survives a
+            failing sibling), writes for a checkpoint already superseded, and anything outside
+            a run or under `durability="exit"`. Reads, lists, copies, prunes and `close()`
+            store held writes first. Crash window: a process killed outright while a task's
+            writes are held loses them, and that task runs again on resume. False stores
+            every `put_writes` at once.
 
     Example:
         >>> with RewindSaver.from_conn_string("sqlite:///runs.db") as saver:  # doctest: +SKIP
