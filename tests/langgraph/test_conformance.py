@@ -73,8 +73,12 @@ class HoldingSaver(RewindSaver):
 
 
 @pytest.mark.parametrize("api", ["async", "sync", "async-held", "sync-held"])
-async def test_conformance_81_of_81(saver_url_with_cluster: str, api: str, tmp_path: Path) -> None:
+async def test_conformance_81_of_81(
+    saver_url_with_cluster: str, api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     saver_url = saver_url_with_cluster
+    if api.endswith("-held"):  # every task path counts as a triggered node's
+        monkeypatch.setattr("agentrewind_langgraph._defer._PULL", "")
     made: list[RewindSaver] = []
 
     @checkpointer_test(name=f"RewindSaver[{api}]")

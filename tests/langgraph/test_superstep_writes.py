@@ -22,6 +22,7 @@ from langgraph.types import Command, interrupt
 from agentrewind_langgraph import RewindSaver
 
 NODES = 10
+PULL = "~__pregel_pull, n0"  # the path of a task LangGraph runs for a triggered node
 
 
 class State(TypedDict):
@@ -111,9 +112,14 @@ def test_one_write_per_superstep_and_the_same_history(saver_url: str) -> None:
     # The input checkpoint, `__start__`'s, then one per node; on Redis the run's one read
     # (`get_tuple`) is counted too.
     puts = NODES + 2 + (1 if saver_url.startswith("redis") else 0)
-    assert figures[True] == puts, figures
-    # Without holding: a write per put and per task (SQLite's group commit folds a few).
-    assert figures[False] >= puts + NODES // 2, figures
+    # Held: one write per put (one more if a `put` ever overtakes the task's `put_writes`).
+    assert puts <= figures[True] <= puts + 1, figures
+    # Not held: one more per task (`__start__` and each node); SQLite's group commit folds
+    # a few of them into a neighbour's transaction.
+    if saver_url.startswith("sqlite"):
+        assert figures[False] >= figures[True] + 3, figures
+    else:
+        assert figures[False] == puts + NODES + 1, figures
     assert histories[True] == histories[False]
     assert all(len(ws) > 0 for ws in histories[True][:-1])  # every superstep's writes stored
 
@@ -132,7 +138,7 @@ def test_async_api_one_write_per_superstep(saver_url: str) -> None:
 
     n, items = asyncio.run(main())
     assert items == [f"n{i}" for i in range(NODES)]
-    assert n == NODES + 2 + (1 if saver_url.startswith("redis") else 0)
+    assert NODES + 2 <= n - (1 if saver_url.startswith("redis") else 0) <= NODES + 3
 
 
 class Signalling(RewindSaver):
@@ -234,13 +240,13 @@ def test_held_writes_are_stored_by_reads_and_close(saver_url: str) -> None:
         graph.invoke({"items": []}, config, durability="sync")
         head = saver.get_tuple(config)
         assert head is not None
-        saver.put_writes(inside(head.config), [("items", ["x"])], "task-1")
+        saver.put_writes(inside(head.config), [("items", ["x"])], "task-1", PULL)
         with RewindSaver(saver_url) as other:  # not stored yet: held for the next put
             held = other.get_tuple(config)
             assert held is not None and held.pending_writes == []
         again = saver.get_tuple(config)  # the saver's own read stores them first
         assert again is not None and again.pending_writes == [("task-1", "items", ["x"])]
-        saver.put_writes(inside(head.config), [("items", ["x"]), ("items", ["y"])], "task-1")
+        saver.put_writes(inside(head.config), [("items", ["x"]), ("items", ["y"])], "task-1", PULL)
         with RewindSaver(saver_url) as other:
             still = other.get_tuple(config)
             assert still is not None and len(still.pending_writes or []) == 1
@@ -248,3 +254,32 @@ def test_held_writes_are_stored_by_reads_and_close(saver_url: str) -> None:
         after = other.get_tuple(config)
         assert after is not None
         assert [w[2] for w in after.pending_writes or []] == [["x"], ["y"]]
+
+
+def test_a_functional_task_is_stored_before_its_caller_goes_on(saver_url: str) -> None:
+    from langgraph.func import entrypoint, task
+
+    seen: list[list[Any]] = []
+    config = cfg()
+
+    @task
+    def charge(amount: int) -> str:
+        return f"charged {amount}"
+
+    @task
+    def look() -> int:
+        with RewindSaver(saver_url) as other:  # as another process would see the thread
+            head = other.get_tuple(config)
+            seen.append([w[2] for w in (head.pending_writes if head else None) or []])
+        return 0
+
+    with RewindSaver(saver_url) as saver:
+
+        @entrypoint(checkpointer=saver)
+        def flow(amount: int) -> str:
+            receipt = charge(amount).result()
+            look().result()
+            return receipt
+
+        assert flow.invoke(5, config, durability="sync") == "charged 5"
+    assert seen == [["charged 5"]]

@@ -324,7 +324,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             return [self._held_op(held)]
         if self._leases is not None:
             self._leases.hold(held.thread_id)  # a lost lease fails here, not at the `put`
-        now = self._buffer.offer(held, task_id, may_hold(conf, task_id, rows))
+        now = self._buffer.offer(held, task_id, may_hold(conf, task_id, task_path, rows))
         return [self._held_op(w) for w in now]
 
     def _held_op(self, w: HeldWrites) -> Any:

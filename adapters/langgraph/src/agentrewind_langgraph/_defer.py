@@ -12,6 +12,8 @@ Writes are written at once (never held) when:
   saves pending writes after its last `put`: nothing would follow to carry them);
 * a write goes to a special channel (an error, interrupt, resume or scheduled write, or the
   error handler's source marker) or comes from the null task (`update_state`, resumes);
+* the task was pushed rather than triggered (a `Send`, or a functional-API `@task` whose
+  caller is still running: its result must be durable before the caller goes on);
 * a second task writes for the same checkpoint (parallel branches), which also writes what
   the first task left held, so a branch that finished survives a failing sibling;
 * the writes are for a checkpoint older than the last one this saver put for the thread
@@ -45,6 +47,8 @@ _RUNTIME = "__pregel_runtime"
 _DURABILITY = "__pregel_durability"
 """`configurable` key holding the run's durability when the caller chose one."""
 _NULL_TASK = "00000000-0000-0000-0000-000000000000"
+_PULL = "~__pregel_pull"
+"""How the path of a task LangGraph runs for a triggered node starts."""
 _URGENT = frozenset(WRITES_IDX_MAP) | {"__error_source_node__"}
 """Channels written at once: errors, interrupts, resumes, schedules, error-handler markers."""
 _MAX_SLOTS = 10_000
@@ -71,9 +75,13 @@ class _Slot:
     held: list[HeldWrites] = dataclasses.field(default_factory=list)
 
 
-def may_hold(conf: Mapping[str, Any], task_id: str, rows: Sequence[WriteRow]) -> bool:
+def may_hold(
+    conf: Mapping[str, Any], task_id: str, task_path: str, rows: Sequence[WriteRow]
+) -> bool:
     """Whether these writes may wait for the next `put` (see the module docstring)."""
     if _RUNTIME not in conf or conf.get(_DURABILITY) == "exit" or task_id == _NULL_TASK:
+        return False
+    if not task_path.startswith(_PULL):  # a pushed task (`Send`, a functional-API `@task`)
         return False
     return not any(w.channel in _URGENT for w in rows)
 
