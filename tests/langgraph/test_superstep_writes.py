@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -268,9 +269,16 @@ def test_a_functional_task_is_stored_before_its_caller_goes_on(saver_url: str) -
 
     @task
     def look() -> int:
-        with RewindSaver(saver_url) as other:  # as another process would see the thread
-            head = other.get_tuple(config)
-            seen.append([w[2] for w in (head.pending_writes if head else None) or []])
+        # LangGraph stores a task's writes on an executor thread: give it a moment, as
+        # another process would see the thread (a held write would not come before the end).
+        with RewindSaver(saver_url) as other:
+            for _ in range(100):
+                head = other.get_tuple(config)
+                writes = [w[2] for w in (head.pending_writes if head else None) or []]
+                if writes:
+                    break
+                time.sleep(0.02)
+            seen.append(writes)
         return 0
 
     with RewindSaver(saver_url) as saver:
