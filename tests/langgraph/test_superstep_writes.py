@@ -235,7 +235,7 @@ def test_held_writes_are_stored_by_reads_and_close(saver_url: str) -> None:
     inside: Callable[[dict[str, Any]], dict[str, Any]] = lambda c: {  # noqa: E731
         "configurable": {**c["configurable"], "__pregel_runtime": object()}
     }
-    with RewindSaver(saver_url) as saver:
+    with RewindSaver(saver_url, defer_writes=600) as saver:  # no timer in this test
         graph = line(1).compile(checkpointer=saver)
         config = cfg()
         graph.invoke({"items": []}, config, durability="sync")
@@ -291,3 +291,53 @@ def test_a_functional_task_is_stored_before_its_caller_goes_on(saver_url: str) -
 
         assert flow.invoke(5, config, durability="sync") == "charged 5"
     assert seen == [["charged 5"]]
+
+
+def _seen_from_another_saver(url: str, config: dict[str, Any], within: float) -> list[Any]:
+    """The pending writes of the thread's head, polled through a new saver for `within` s."""
+    with RewindSaver(url) as other:
+        deadline = time.monotonic() + within
+        while True:
+            head = other.get_tuple(config)
+            writes = [w[2] for w in (head.pending_writes if head else None) or []]
+            if writes or time.monotonic() > deadline:
+                return writes
+            time.sleep(0.02)
+
+
+def test_a_held_write_is_stored_within_the_hold_time(saver_url: str) -> None:
+    """No put, read or close follows: the timer thread stores the write after `defer_writes` s."""
+    with RewindSaver(saver_url, defer_writes=0.2) as saver:
+        graph = line(1).compile(checkpointer=saver)
+        config = cfg()
+        graph.invoke({"items": []}, config, durability="sync")
+        head = saver.get_tuple(config)
+        assert head is not None
+        inside = {"configurable": {**head.config["configurable"], "__pregel_runtime": 1}}
+        held_at = time.monotonic()
+        saver.put_writes(inside, [("items", ["late"])], "task-1", PULL)
+        assert _seen_from_another_saver(saver_url, config, within=5) == [["late"]]
+        assert time.monotonic() - held_at >= 0.2
+        assert saver._buffer is not None and saver._buffer._held == 0
+
+
+def test_a_finished_branch_is_stored_while_its_sibling_still_runs(saver_url: str) -> None:
+    config = cfg()
+    seen: list[Any] = []
+
+    def slow(state: State) -> dict[str, Any]:
+        seen.append(_seen_from_another_saver(saver_url, config, within=5))
+        return {"items": ["slow"]}
+
+    g = StateGraph(State)
+    g.add_node("c", lambda s: {"items": ["c"]})
+    g.add_node("fast", lambda s: {"items": ["fast"]})
+    g.add_node("slow", slow)
+    g.add_edge(START, "c")
+    g.add_edge("c", "fast")
+    g.add_edge("c", "slow")
+    g.add_edge("fast", END)
+    g.add_edge("slow", END)
+    with RewindSaver(saver_url) as saver:
+        g.compile(checkpointer=saver).invoke({"items": []}, config, durability="sync")
+    assert seen == [[["fast"]]]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import random
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,7 +32,7 @@ from agentrewind.adapters import Encryption, Store
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases
-from ._open import memory_sqlite, open_backend, url_of
+from ._open import memory_sqlite, next_version, open_backend, url_of
 from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
 from ._serde import SafeSerializer, encrypted
 
@@ -57,7 +56,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         encryption: Encryption | bool | None = None,
         lease: bool = False,
         lease_ttl: float = 30.0,
-        defer_writes: bool = True,
+        defer_writes: bool | float = True,
     ) -> None:
         if serde is None:
             serde = SafeSerializer(allowed_msgpack_modules=allowed_msgpack_modules)
@@ -82,7 +81,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._deltas = ListDeltas()
         self.backend: Any = open_backend(store, tombstone_ttl)
         self._leases = ThreadLeases(store, lease_ttl) if lease else None
-        self._buffer = WriteBuffer() if defer_writes else None
+        later = weakref.WeakMethod(self._store_held)
+        self._buffer = WriteBuffer(defer_writes, later) if defer_writes else None
         self._at_exit = weakref.finalize(self, write_held, self._buffer, self.backend, ttl)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -111,6 +111,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             self._flush()
         finally:
             self._at_exit.detach()
+            if self._buffer is not None:
+                self._buffer.close()
+                self._flush()  # what the timer thread left
             self._close()
 
     def _close(self) -> None:
@@ -255,7 +258,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         """
         row, before, op = self._put_op(config, checkpoint, metadata, new_versions)
         for held in before:
-            self._writes_stored(self.backend.execute(self._held_op(held)))
+            self._store_held(held)
         return self._stored(row, self.backend.execute(op))
 
     def _put_op(
@@ -341,7 +344,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         if self._buffer is not None:
             for w in self._buffer.take(thread_id, forget=forget):
                 if not forget:
-                    self._writes_stored(self.backend.execute(self._held_op(w)))
+                    self._store_held(w)
+
+    def _store_held(self, w: HeldWrites) -> None:
+        self._writes_stored(self.backend.execute(self._held_op(w)))
 
     @staticmethod
     def _writes_stored(accepted: bool) -> None:
@@ -438,11 +444,4 @@ class SaverCore(BaseCheckpointSaver[str]):
         times); a history that already uses LangGraph's 32-digit form (e.g. migrated from
         SqliteSaver) keeps it, so versions of one thread always compare correctly as text.
         """
-        if current is None:
-            n, width = 0, 10
-        elif isinstance(current, int):
-            n, width = current, 10
-        else:
-            head = str(current).split(".", 1)[0]
-            n, width = int(head), max(len(head), 10)
-        return f"{n + 1:0{width}}.{random.getrandbits(32):08x}"
+        return next_version(current)

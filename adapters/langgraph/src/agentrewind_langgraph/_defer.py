@@ -20,10 +20,12 @@ Writes are written at once (never held) when:
   (the superstep's `put` ran first; holding them would only delay them).
 
 Held writes are also written before the saver reads, lists, copies or prunes, when `put`
-names another parent, and on `close()` (and at interpreter exit). The crash window: a process
-killed outright (SIGKILL, power loss) while a task's writes are held loses them, and that
-task runs again on resume, exactly as if it had not finished. With `durability="sync"` the
-next step never starts before they are stored (its `put` carries them).
+names another parent, on `close()` (and at interpreter exit), and by a timer thread once held
+`MAX_HOLD` seconds (0.1 s; `defer_writes=` a number sets it), so a finished parallel branch
+whose sibling runs on is stored within that time. The crash window: a process killed outright
+(SIGKILL, power loss) while a task's writes are held loses them, and that task runs again on
+resume, exactly as if it had not finished. With `durability="sync"` the next step never starts
+before they are stored (its `put` carries them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,7 +42,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from ._codec import WriteRow
 
-__all__ = ["HeldWrites", "WriteBuffer", "may_hold", "write_held"]
+__all__ = ["MAX_HOLD", "HeldWrites", "WriteBuffer", "may_hold", "write_held"]
 
 log = logging.getLogger("agentrewind.langgraph")
 
@@ -52,6 +56,8 @@ _PULL = "~__pregel_pull"
 _URGENT = frozenset(WRITES_IDX_MAP) | {"__error_source_node__"}
 """Channels written at once: errors, interrupts, resumes, schedules, error-handler markers."""
 _MAX_SLOTS = 10_000
+MAX_HOLD = 0.1
+"""Seconds a write is held at most by default: a timer thread stores it if no `put` came."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,12 +93,84 @@ def may_hold(
 
 
 class WriteBuffer:
-    """Held writes per thread and namespace; every method is thread-safe."""
+    """Held writes per thread and namespace; every method is thread-safe.
 
-    def __init__(self) -> None:
+    Args:
+        defer: True holds writes at most `MAX_HOLD` seconds; a number, at most that long.
+        store: Called (through a weak reference) to store writes held too long, from a
+            daemon thread started when the first write is held.
+    """
+
+    def __init__(self, defer: bool | float, store: weakref.WeakMethod[Any]) -> None:
+        self.max_hold = MAX_HOLD if defer is True else float(defer)
+        self._store = store
         self._lock = threading.Lock()
         self._slots: dict[str, dict[str, _Slot]] = {}  # thread id -> namespace -> slot
         self._held = 0  # writes held across all slots (reads skip the lock when 0)
+        self._timer: threading.Thread | None = None
+        self._idle = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+
+    def _poke(self) -> None:
+        """Make sure the timer thread will store the writes just held in time."""
+        if self._timer is None:
+            with self._lock:
+                if self._timer is None:
+                    self._timer = threading.Thread(
+                        target=self._expire, name="agentrewind-lg-held", daemon=True
+                    )
+                    self._timer.start()
+        elif self._idle:
+            self._wake.set()
+
+    def _oldest(self) -> float | None:
+        with self._lock:
+            times = [s.held[0].now for d in self._slots.values() for s in d.values() if s.held]
+        return min(times) if times else None
+
+    def _expire(self) -> None:
+        """The timer thread: store writes held longer than `max_hold`."""
+        while not self._stop.is_set():
+            oldest = self._oldest() if self._held else None
+            if oldest is None:
+                self._idle = True
+                if not self._held:  # a write held after `_idle` was set pokes `_wake`
+                    self._wake.wait()
+                self._wake.clear()
+                self._idle = False
+                continue
+            wait = oldest + self.max_hold - time.time()
+            if wait > 0:
+                self._stop.wait(wait)
+                continue
+            store = self._store()
+            if store is None:
+                return
+            for w in self._take_older(time.time() - self.max_hold):
+                try:
+                    store(w)
+                except Exception:
+                    log.exception("agentrewind: held LangGraph writes of %r lost", w.thread_id)
+            del store
+
+    def _take_older(self, than: float) -> list[HeldWrites]:
+        with self._lock:
+            out = []
+            for by_ns in self._slots.values():
+                for slot in by_ns.values():
+                    if slot.held and slot.held[0].now <= than:
+                        out += slot.held
+                        slot.held = []
+            self._held -= len(out)
+            return out
+
+    def close(self) -> None:
+        """Stop the timer thread (the caller stores what is still held)."""
+        self._stop.set()
+        self._wake.set()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
 
     def _slot(self, thread_id: str, cns: str) -> _Slot:
         """The slot of a thread's namespace, made on first use (holding `_lock`)."""
@@ -111,21 +189,24 @@ class WriteBuffer:
         """Hold `w` if it may wait; returns what must be written now, in order (maybe `[w]`)."""
         with self._lock:
             slot = self._slot(w.thread_id, w.cns)
-            counted = len(slot.held)
+            counted, poke = len(slot.held), False
             out: list[HeldWrites] = []
             if slot.cid != w.checkpoint_id:
                 out, slot.held = slot.held, []
                 slot.cid, slot.tasks = w.checkpoint_id, set()
             alone = not slot.tasks or slot.tasks == {task_id}
             slot.tasks.add(task_id)
-            if holdable and alone and slot.head in (None, w.checkpoint_id):
+            if holdable and alone and slot.head in (None, w.checkpoint_id) and self.max_hold > 0:
                 slot.held.append(w)
+                poke = True
             else:
                 out += slot.held
                 slot.held = []
                 out.append(w)
             self._held += len(slot.held) - counted
-            return out
+        if poke:
+            self._poke()
+        return out
 
     def for_put(
         self, thread_id: str, cns: str, parent_id: str | None, checkpoint_id: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import tempfile
 import threading
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from agentrewind.adapters import Store
 
-__all__ = ["memory_sqlite", "open_backend", "url_of"]
+__all__ = ["memory_sqlite", "next_version", "open_backend", "url_of"]
 
 _MEMORY_FILES: dict[str, str] = {}
 _MEMORY_LOCK = threading.Lock()
@@ -50,3 +51,15 @@ def open_backend(store: Store, tombstone_ttl: float) -> Any:
     from ._sqlite import SQLiteBackend
 
     return SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
+
+
+def next_version(current: str | int | None) -> str:
+    """The channel version after `current` (see `RewindSaver.get_next_version`)."""
+    if current is None:
+        n, width = 0, 10
+    elif isinstance(current, int):
+        n, width = current, 10
+    else:
+        head = str(current).split(".", 1)[0]
+        n, width = int(head), max(len(head), 10)
+    return f"{n + 1:0{width}}.{random.getrandbits(32):08x}"

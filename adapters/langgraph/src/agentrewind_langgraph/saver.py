@@ -71,9 +71,10 @@ class RewindSaver(SaverCore):
             writes (with what the first left held, so a finished parallel branch survives a
             failing sibling), writes for a checkpoint already superseded, and anything outside
             a run or under `durability="exit"`. Reads, lists, copies, prunes and `close()`
-            store held writes first. Crash window: a process killed outright while a task's
-            writes are held loses them, and that task runs again on resume. False stores
-            every `put_writes` at once.
+            store held writes first, and a timer thread stores any write held 0.1 s (a number
+            instead of True sets that bound in seconds). Crash window: a process killed
+            outright while a task's writes are held loses them, and that task runs again on
+            resume. False stores every `put_writes` at once.
 
     Example:
         >>> with RewindSaver.from_conn_string("sqlite:///runs.db") as saver:  # doctest: +SKIP
