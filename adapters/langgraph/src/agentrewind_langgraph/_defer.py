@@ -165,10 +165,14 @@ class WriteBuffer:
             self._held -= len(out)
             return out
 
-    def close(self) -> None:
-        """Stop the timer thread (the caller stores what is still held)."""
+    def stop(self) -> None:
+        """Tell the timer thread to stop, without waiting for it."""
         self._stop.set()
         self._wake.set()
+
+    def close(self) -> None:
+        """Stop the timer thread (the caller stores what is still held)."""
+        self.stop()
         if self._timer is not None:
             self._timer.join(timeout=5)
 
@@ -250,6 +254,7 @@ def write_held(buffer: WriteBuffer | None, backend: Any, ttl: float | None) -> N
     """Store every held write (a saver dropped or the interpreter exiting without `close`)."""
     if buffer is None:
         return
+    buffer.stop()
     for w in buffer.take():
         try:
             backend.execute(
