@@ -101,8 +101,9 @@ def llamaindex(session: nox.Session) -> None:
 
 @nox.session
 def reliability(session: nox.Session) -> None:
-    """Crash (SIGKILL), lock, lease, chaos and Redis-failure tests (LangGraph for the saver's)."""
-    sync(session, "redis", "langgraph", groups=("test", "test-langgraph"))
+    """Crash (SIGKILL), lock, lease, chaos, Redis- and Postgres-failure tests (restart, PgBouncer),
+    LangGraph for the saver's."""
+    sync(session, "redis", "postgres", "langgraph", groups=("test", "test-langgraph"))
     session.run("pytest", "tests/reliability", *session.posargs)
 
 

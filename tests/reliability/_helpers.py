@@ -53,11 +53,18 @@ def cleanup_redis(url: str, pattern: str) -> None:
 
 
 @contextmanager
-def backend_url(kind: str, tmp_path: Path, redis_url: str | None) -> Iterator[str]:
-    """A store URL on a real SQLite file or the shared Redis, in a fresh namespace + prefix."""
+def backend_url(
+    kind: str, tmp_path: Path, redis_url: str | None, postgres_url: str | None = None
+) -> Iterator[str]:
+    """A store URL on a real SQLite file, the shared Redis or the session's scratch Postgres
+    database, in a fresh namespace (+ prefix on Redis)."""
     ns = unique("rel")
     if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={ns}"
+        return
+    if kind == "postgres":
+        assert postgres_url is not None
+        yield f"{postgres_url}?namespace={ns}"  # the scratch database is dropped at the end
         return
     assert redis_url is not None
     prefix = unique("arrel")

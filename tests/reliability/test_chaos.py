@@ -1,7 +1,7 @@
 """Chaos: SIGKILL at random points, SIGSTOP past the lease then SIGCONT, forced deletes.
 
-For the core journal, the timeline and the LangGraph saver (`lease=True`), on SQLite and
-Redis. After every try the store is checked for the invariants of issue 11:
+For the core journal, the timeline and the LangGraph saver (`lease=True`), on SQLite,
+Redis and PostgreSQL. After every try the store is checked for the invariants of issue 11:
 
 - no finished step re-run (only the one step in flight at a kill or stop may run twice);
 - no record written by a stale owner (a stopped owner that wakes up writes nothing);
@@ -37,11 +37,14 @@ TRIES = int(os.environ.get("AGENTREWIND_CHAOS_TRIES", "2"))
 LEASE = 0.6  # the stopped owner's lease; the parent waits past it before taking over
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    with backend_url(request.param, tmp_path, redis_url) as u:
-        yield u
+    pg_url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    with backend_url(request.param, tmp_path, redis_url, pg_url) as u:
+        # Postgres: a write waits 2s at most on a row lock, and the server ends a transaction
+        # of ours its paused client left idle for 1s (half of it).
+        yield f"{u}&lock_timeout=2" if request.param == "postgres" else u
 
 
 def spawn(*args: object) -> subprocess.Popen[str]:
@@ -70,7 +73,7 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 
 def report(name: str, url: str, tries: int, anomalies: list[str], locked: int = 0) -> None:
-    store = "sqlite" if url.startswith("sqlite") else "redis"
+    store = url.split(":", 1)[0]
     print(f"\nCHAOS {name} {store} tries={tries} anomalies={len(anomalies)} locked_out={locked}")
     assert not anomalies, anomalies
 
@@ -82,18 +85,24 @@ def effects(path: Path) -> list[tuple[int, int]]:
 
 
 def quick(url: str) -> str:
-    """The URL for the taking-over process: on SQLite it gives up waiting for the lock fast."""
+    """The URL for the taking-over process: on SQLite it gives up waiting for the lock fast
+    (on Postgres the fixture's `lock_timeout=2` is already short)."""
     return f"{url}&busy_timeout=0.5" if url.startswith("sqlite") else url
 
 
 def locked_out(url: str, err: str) -> bool:
-    """SQLite only: the owner was stopped inside a write transaction.
+    """SQLite and Postgres: the owner was stopped inside a write transaction.
 
     SQLite's file lock then keeps every other connection out until the owner resumes, so no
-    write can interleave with it; the taker-over fails with `StoreBusyError`. The try goes on
-    as a kill (the stopped owner is resumed and killed), and is counted in `locked_out`.
+    write can interleave with it; the taker-over fails with `StoreBusyError`. On Postgres the
+    stopped owner's transaction keeps the lease row locked: when it stopped between two
+    statements of its pipeline (the server waits for the rest, no timeout of PostgreSQL 15
+    ends that), the taker's `lock_timeout` runs out and it fails with `StoreBusyError`
+    naming the run; when it stopped idle in its transaction, the server ends that
+    transaction after the idle timeout and the taker goes on. The try goes on as a kill (the
+    stopped owner is resumed and killed), and is counted in `locked_out`.
     """
-    return url.startswith("sqlite") and "StoreBusyError" in err
+    return url.startswith(("sqlite", "postgresql")) and "StoreBusyError" in err
 
 
 def unstick(proc: subprocess.Popen[str]) -> None:
@@ -219,6 +228,15 @@ def _leftovers(store: agentrewind.Store, url: str, run_id: str) -> list[str]:
             for table in ("ar_runs", "ar_steps", "ar_heads", "ar_leases"):
                 n = conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run_id,))
                 if n.fetchone()[0]:
+                    left.append(table)
+    elif url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url.split("?", 1)[0]) as conn:
+            for table in ("ar_runs", "ar_steps", "ar_heads", "ar_leases"):
+                q = f"SELECT count(*) FROM {table} WHERE ns = %s AND run_id = %s"
+                row = conn.execute(q, (store.namespace, run_id)).fetchone()
+                if row is not None and row[0]:
                     left.append(table)
     else:
         client: Any = store.client  # type: ignore[attr-defined]

@@ -14,7 +14,8 @@ def connect_read_only(url: str, namespace: str | None) -> Store:
     """Open `url` without writing anything.
 
     SQLite read-only (the file must exist); Redis without the schema and layout markers a
-    writer sets on connect; other stores as usual.
+    writer sets on connect; PostgreSQL without creating or migrating its schema (it must
+    exist) and refusing writes; other stores as usual.
     """
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
@@ -26,6 +27,8 @@ def connect_read_only(url: str, namespace: str | None) -> Store:
             **({"cluster": True} if "+cluster" in scheme else {}),
         )
         return store
+    if scheme in ("postgresql", "postgres"):
+        return connect(url, namespace=namespace, read_only=True)
     return connect(url, namespace=namespace)
 
 

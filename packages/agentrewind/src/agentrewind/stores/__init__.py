@@ -39,8 +39,8 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
             mode on is detected and used as a cluster. Query parameters: `namespace`; for SQLite
             `durability=full|normal` and `busy_timeout` (seconds); for Redis `prefix` and
             `cluster=1`; for PostgreSQL `schema`, `durability=full|normal`, `max_size`,
-            `pipeline=0`, `prepare_threshold` (other parameters go to libpq). Default:
-            `$AGENTREWIND_STORE`, else `sqlite:///.agentrewind/agentrewind.db`.
+            `pipeline=0`, `prepare_threshold`, `lock_timeout` (seconds); other parameters go
+            to libpq. Default: `$AGENTREWIND_STORE`, else `sqlite:///.agentrewind/agentrewind.db`.
         namespace: Overrides the URL's namespace (default `default`).
         **options: Backend keyword arguments (`durability`, `busy_timeout`, `socket_timeout`...).
 

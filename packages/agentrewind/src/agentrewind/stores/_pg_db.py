@@ -4,9 +4,14 @@ A `psycopg_pool.ConnectionPool` (or the caller's own pool or connection), autoco
 connections and no session state: every table name is schema-qualified and nothing is `SET`
 outside a transaction, so the store works behind PgBouncer in transaction mode (1.21+ keeps
 prepared statements there; `prepare_threshold=None` turns them off for older poolers).
-A logical write is a list of statements sent in one pipeline inside one transaction: one
-network round trip and one commit. A connection the server dropped (restart, idle timeout)
-is replaced and the operation tried once more; psycopg errors come out as agentrewind errors.
+A logical write is a list of statements sent in one pipeline as one implicit transaction
+(committed by the pipeline's sync): one network round trip and one commit. Each such
+transaction first sets, for itself only (`set_config(..., true)`), a `lock_timeout`: a write
+waiting on a row another transaction holds (a writer paused inside its write) fails with
+`StoreBusyError` instead of hanging, and an `idle_in_transaction_session_timeout`: the server
+ends a transaction of ours its client left idle (paused) that long, so nobody waits on it. A
+connection the server dropped (restart, idle timeout) is replaced and the operation tried once
+more; psycopg errors come out as agentrewind errors.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreBusyError, StoreError, StoreUnavailableError
 
 try:
     import psycopg
@@ -29,13 +34,18 @@ except ImportError as exc:  # pragma: no cover - exercised in a session without 
         'the PostgreSQL store needs psycopg 3: pip install "agentrewind[postgres]"'
     ) from exc
 
-__all__ = ["PostgresDatabase", "Statement", "redact"]
+__all__ = ["PostgresDatabase", "Statement", "redact", "split_url"]
 
 T = TypeVar("T")
 log = logging.getLogger("agentrewind.stores.postgres")
 Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 """One SQL statement and its parameters."""
 
+# The settings a guarded transaction sets for itself, first (no session state: PgBouncer-safe).
+_GUARD = (
+    "SELECT set_config('lock_timeout', %s, true), "
+    "set_config('idle_in_transaction_session_timeout', %s, true)"
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
@@ -46,6 +56,34 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The libpq URL without our query options (`ours`), and those options as keywords."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    found = {k: query.pop(k) for k in ours if k in query}
+    scheme = "postgresql" if parts.scheme.lower() == "postgres" else parts.scheme
+    clean = urlunsplit(parts._replace(scheme=scheme, query=urlencode(query)))
+    kwargs: dict[str, Any] = {
+        k: found[k] for k in ("namespace", "schema", "durability") if k in found
+    }
+    if "pipeline" in found:
+        kwargs["pipeline"] = found["pipeline"].lower() not in ("0", "false", "off")
+    if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
+        kwargs["connect_timeout"] = float(query["connect_timeout"])
+    for name, kind in (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float)):
+        value = found.get(name)
+        if value is None:
+            continue
+        if name == "prepare_threshold" and value.lower() in ("none", "off", ""):
+            kwargs[name] = None
+            continue
+        try:
+            kwargs[name] = kind(value)
+        except ValueError:
+            raise ValueError(f"{name} in the store URL must be a number, not {value!r}") from None
+    return clean, kwargs
 
 
 def quote_schema(schema: str) -> str:
@@ -69,6 +107,9 @@ class PostgresDatabase:
         pipeline: Send a write's statements in one pipeline (one round trip); False sends
             them one by one inside the transaction (for poolers that reject pipelines).
         connect_timeout: Seconds to wait for a connection before `StoreUnavailableError`.
+        lock_timeout: Seconds a write transaction waits for a row lock another transaction
+            holds before `StoreBusyError` (nothing written); a transaction of ours left idle
+            by its client half that long is ended by the server (its locks freed).
     """
 
     def __init__(
@@ -81,7 +122,17 @@ class PostgresDatabase:
         prepare_threshold: int | None = 5,
         pipeline: bool = True,
         connect_timeout: float = 5.0,
+        lock_timeout: float = 10.0,
     ) -> None:
+        if not lock_timeout > 0:
+            raise ValueError(
+                f"lock_timeout must be a positive number of seconds, not {lock_timeout}"
+            )
+        self.lock_timeout = lock_timeout
+        self._guard_args = (
+            f"{round(lock_timeout * 1000)}ms",
+            f"{max(round(lock_timeout * 500), 1)}ms",
+        )
         self.url = redact(conninfo or "") if conninfo else "postgresql://(caller's connection)"
         self.conninfo = conninfo or getattr(pool, "conninfo", "") or ""
         self.pipeline = pipeline
@@ -131,6 +182,16 @@ class PostgresDatabase:
             return exc
         if isinstance(exc, psycopg.errors.RaiseException) and "agentrewind:" in str(exc):
             return StoreError(str(exc).split("\n", 1)[0])
+        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected):
+            return StoreBusyError(
+                f"PostgreSQL at {self.url}: a row this write needs stayed locked by another "
+                f"transaction for {self.lock_timeout:g}s (lock_timeout; a writer paused inside "
+                "its write holds it until it resumes or its connection ends); nothing was "
+                "written: try again"
+                if isinstance(exc, psycopg.errors.LockNotAvailable)
+                else f"PostgreSQL at {self.url}: this write deadlocked with another and was "
+                "rolled back; nothing was written: try again"
+            )
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
             return self._unavailable(exc)
         if type(exc).__name__ == "PoolTimeout":
@@ -197,20 +258,39 @@ class PostgresDatabase:
         return self.call(txn)
 
     def run_in(
-        self, conn: Any, statements: Sequence[Statement], *, fetch: int | None = None
+        self,
+        conn: Any,
+        statements: Sequence[Statement],
+        *,
+        fetch: int | None = None,
+        guard: bool = False,
+        local: dict[str, str] | None = None,
     ) -> list[Any]:
-        """`run` on a connection the caller holds."""
-        cursors = []
-        if len(statements) == 1 and conn.autocommit:  # a statement is its own transaction
+        """`run` on a connection the caller holds.
+
+        One statement runs alone (its own transaction) unless `guard` or `local` is given;
+        several run as one transaction that first sets `lock_timeout` and
+        `idle_in_transaction_session_timeout` (see the module docstring), plus the `local`
+        settings (e.g. `synchronous_commit`), for itself only.
+        """
+        if len(statements) == 1 and not guard and not local and conn.autocommit:
             cur = conn.execute(*statements[0])
             return [] if fetch is None else list(cur.fetchall())
-        if self.pipeline and self._conn is None:
-            with conn.pipeline(), conn.transaction():
-                cursors = [conn.execute(sql, params) for sql, params in statements]
+        sql, args = _GUARD, list(self._guard_args)
+        for name, value in (local or {}).items():
+            sql += ", set_config(%s, %s, true)"
+            args += [name, value]
+        full: list[Statement] = [(sql, args), *statements]
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if self.pipeline and self._conn is None and conn.autocommit and idle:
+            # An implicit transaction: the statements up to the pipeline's sync commit together
+            # or not at all (no BEGIN/COMMIT round trips, and never idle in a transaction).
+            with conn.pipeline():
+                cursors = [conn.execute(q, p) for q, p in full]
         else:
             with conn.transaction():
-                cursors = [conn.execute(sql, params) for sql, params in statements]
-        return [] if fetch is None else list(cursors[fetch].fetchall())
+                cursors = [conn.execute(q, p) for q, p in full]
+        return [] if fetch is None else list(cursors[fetch + 1].fetchall())
 
     def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
         """Rows of one read-only query."""
@@ -227,6 +307,14 @@ class PostgresDatabase:
         """The first row of one read-only query, or None."""
         rows = self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    def version(self, table: str) -> int | None:
+        """The version held in `table` (schema-qualified), None when there is no such table."""
+        found = self.fetchone("SELECT to_regclass(%s)", (table,))
+        if found is None or found[0] is None:
+            return None
+        row = self.fetchone(f"SELECT max(version) FROM {table}")
+        return 0 if row is None or row[0] is None else int(row[0])
 
     def migrate(
         self,

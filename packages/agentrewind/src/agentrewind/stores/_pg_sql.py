@@ -137,6 +137,21 @@ TAKE_LEASE = """INSERT INTO {s}.ar_leases AS l (ns, run_id, owner, expires_at)
 GET_LEASE = "SELECT owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = %s"
 RELEASE_LEASE = "DELETE FROM {s}.ar_leases WHERE ns = %s AND run_id = %s AND owner = %s"
 FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
+# `delete_run` without force, in its transaction: lock the lease row (waiting for a taker's
+# write to commit), then, in a new snapshot that sees the latest lease, refuse a live one by
+# calling `ar_fence` with an owner nobody has (it raises; the delete rolls back).
+LOCK_LEASE = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = %(run)s FOR UPDATE"""
+LIVE_LEASE_REFUSES = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
+    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at > %(now)s AND owner <> %(dead)s"""
+
+# After `ar_fence` (which locked the lease row): an expired lease fails the fence too, by
+# calling `ar_fence` with an owner nobody has.
+EXPIRED_FENCE = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
+    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at <= %(now)s"""
+LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
+RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
+    WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s
+    RETURNING owner"""
 
 
 def render(text: Any, schema: str) -> Any:

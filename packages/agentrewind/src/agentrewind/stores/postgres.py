@@ -7,18 +7,20 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import SchemaVersionError, StoreError
+from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _pg_sql as Q
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
-from ._pg_db import PostgresDatabase, Statement, quote_schema
+from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
 
 __all__ = ["PostgresStore"]
 
-_OUR_PARAMS = ("namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold")
+_OUR_PARAMS = (
+    "namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold",
+    "lock_timeout",
+)  # fmt: skip
 
 
 class PostgresStore(Store):
@@ -48,6 +50,12 @@ class PostgresStore(Store):
         pipeline: False sends a write's statements one by one (for poolers without
             pipeline support); the write stays one transaction.
         connect_timeout: Seconds to wait for a connection.
+        lock_timeout: Seconds a write waits for a row another transaction holds locked (a
+            writer paused inside its write) before `StoreBusyError` naming the run, with
+            nothing written (default 10; URL `lock_timeout=`). Our own transactions left idle
+            by a paused client half that long are ended by the server, freeing their rows.
+        read_only: Open for reading only: nothing is created or migrated (the schema must
+            exist), and every write raises `StoreError` (what the CLI's views use).
     """
 
     scheme = "postgresql"
@@ -65,6 +73,8 @@ class PostgresStore(Store):
         prepare_threshold: int | None = 5,
         pipeline: bool = True,
         connect_timeout: float = 5.0,
+        lock_timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         if durability not in ("normal", "full"):
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
@@ -78,9 +88,11 @@ class PostgresStore(Store):
             prepare_threshold=prepare_threshold,
             pipeline=pipeline,
             connect_timeout=connect_timeout,
+            lock_timeout=lock_timeout,
         )
         super().__init__(url=self.db.url, namespace=namespace)
         self.durability = durability
+        self.read_only = read_only
         self._sql: dict[str, Any] = {}
         try:
             self._migrate()
@@ -91,29 +103,8 @@ class PostgresStore(Store):
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> PostgresStore:
         """Build from a URL whose query may carry our options (`namespace`, `schema`, ...)."""
-        parts = urlsplit(url)
-        query = dict(parse_qsl(parts.query))
-        ours = {k: query.pop(k) for k in _OUR_PARAMS if k in query}
-        scheme = "postgresql" if parts.scheme.lower() == "postgres" else parts.scheme
-        clean = urlunsplit(parts._replace(scheme=scheme, query=urlencode(query)))
-        for name in ("namespace", "schema", "durability"):
-            if name in ours:
-                kwargs.setdefault(name, ours[name])
-        if "pipeline" in ours:
-            kwargs.setdefault("pipeline", ours["pipeline"].lower() not in ("0", "false", "off"))
-        if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
-            kwargs.setdefault("connect_timeout", float(query["connect_timeout"]))
-        for name in ("max_size", "prepare_threshold"):
-            if name in ours:
-                value = ours[name].lower()
-                if name == "prepare_threshold" and value in ("none", "off", ""):
-                    kwargs.setdefault(name, None)
-                    continue
-                try:
-                    kwargs.setdefault(name, int(value))
-                except ValueError:
-                    raise ValueError(f"{name} in the store URL must be an integer") from None
-        return cls(clean, **kwargs)
+        clean, options = split_url(url, _OUR_PARAMS)
+        return cls(clean, **(options | kwargs))
 
     def sql(self, name: str) -> Any:
         """The statement (or list) `name` of `_pg_sql`, rendered for this store's schema."""
@@ -127,6 +118,8 @@ class PostgresStore(Store):
         return Q.render(text, self._q)
 
     def _migrate(self) -> None:
+        """Create or upgrade the tables (read-only: check they exist at a version we know)."""
+
         def too_new(current: int) -> SchemaVersionError:
             return SchemaVersionError(
                 f"PostgreSQL at {self.url} (schema {self.schema!r}) has agentrewind schema "
@@ -134,27 +127,58 @@ class PostgresStore(Store):
                 "agentrewind (nothing was changed)"
             )
 
+        table = f"{self._q}.ar_schema_version"
+        if self.read_only:
+            current = self.db.version(table)
+            if current is None:
+                raise StoreUnavailableError(
+                    f"PostgreSQL at {self.url}: schema {self.schema!r} holds no agentrewind "
+                    "store (no ar_schema_version table; nothing was created)"
+                )
+            if current > SCHEMA_VERSION:
+                raise too_new(current)
+            return
         migrations = [Q.render(m, self._q) for m in Q.MIGRATIONS]
         # The version table lives in the schema, which the first migration creates.
         self.db.call(lambda conn: conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._q}"))
-        self.db.migrate(f"{self._q}.ar_schema_version", migrations, SCHEMA_VERSION, too_new)
+        self.db.migrate(table, migrations, SCHEMA_VERSION, too_new)
 
-    def write(self, statements: Sequence[Statement], *, fetch: int | None = None) -> list[Any]:
+    def write(
+        self,
+        statements: Sequence[Statement],
+        *,
+        fetch: int | None = None,
+        guard: bool = False,
+        run: str | None = None,
+    ) -> list[Any]:
         """Run `statements` as one transaction in one round trip (with the durability setting).
 
         Adapters use it for their own tables, so their writes share the store's settings.
+        Several statements (or `guard=True`) run under the store's `lock_timeout`; a lock
+        held past it raises `StoreBusyError` (naming `run` when given).
         """
-        return self.db.call(lambda conn: self.write_in(conn, statements, fetch=fetch))
+        try:
+            return self.db.call(
+                lambda conn: self.write_in(conn, statements, fetch=fetch, guard=guard)
+            )
+        except StoreBusyError as exc:
+            if run is None:
+                raise
+            raise StoreBusyError(f"run {run!r}: {exc}") from exc
 
     def write_in(
-        self, conn: Any, statements: Sequence[Statement], *, fetch: int | None = None
+        self,
+        conn: Any,
+        statements: Sequence[Statement],
+        *,
+        fetch: int | None = None,
+        guard: bool = False,
     ) -> list[Any]:
         """`write` on a connection the caller holds (from `db.call`)."""
-        if self.durability == "normal":
-            statements = [("SET LOCAL synchronous_commit = off", None), *statements]
-            if fetch is not None:
-                fetch += 1
-        return self.db.run_in(conn, statements, fetch=fetch)
+        if self.read_only:
+            raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
+        local = {"synchronous_commit": "off"} if self.durability == "normal" else None
+        return self.db.run_in(conn, statements, fetch=fetch, guard=guard, local=local)
 
     # -- runs -------------------------------------------------------------------------------
     def _fenced(
@@ -170,9 +194,11 @@ class PostgresStore(Store):
         if kw.get("fetch") is not None:
             kw["fetch"] += 2
         live = {"ns": self.namespace, "run": run_id, "now": time.time()}
-        fence = [self.fence_statement(run_id, owner), (self.render(_EXPIRED_FENCE), live)]
+        fence = [self.fence_statement(run_id, owner), (self.sql("EXPIRED_FENCE"), live)]
         try:
-            return self.write([*fence, *statements], **kw)
+            return self.write([*fence, *statements], run=run_id, **kw)
+        except StoreBusyError:
+            raise
         except StoreError as exc:
             if "agentrewind: lease of run" not in str(exc):
                 raise
@@ -214,7 +240,7 @@ class PostgresStore(Store):
         """Mark `running` runs whose owner died as `crashed` (one lease query, if any runs)."""
         running = [r.run_id for r in runs if r.status == "running"]
         if running:
-            rows = self.db.fetchall(self.render(_LEASES), (self.namespace, running))
+            rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, running))
             leases = {run: (owner, float(until)) for run, owner, until in rows}
             now = time.time()
             for r in runs:
@@ -223,17 +249,36 @@ class PostgresStore(Store):
         return runs
 
     def delete_run(self, run_id: str, *, force: bool = False) -> bool:
-        if not force:
+        if force:
+            return bool(self._delete_runs([run_id]))
+        for _ in range(3):
             row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
             now = time.time()
-            if row is not None and lease_is_live((row[0], float(row[1])), now):
-                raise leased_error(run_id, (row[0], float(row[1])), now)
-        return bool(self._delete_runs([run_id]))
+            lease = None if row is None else (str(row[0]), float(row[1]))
+            if lease is not None and lease_is_live(lease, now):
+                raise leased_error(run_id, lease, now)
+            # The check again, in the delete's transaction: the lease row is locked first (a
+            # taker mid-write is waited for), then refused if live, unless its owner is the
+            # one just seen dead (a dead process cannot renew it).
+            dead = lease[0] if lease is not None and lease[1] > now else ""
+            check = {"ns": self.namespace, "run": run_id, "now": now, "dead": dead}
+            try:
+                return bool(self._delete_runs([run_id], check=check))
+            except StoreBusyError:
+                raise
+            except StoreError as exc:
+                if "agentrewind: lease of run" not in str(exc):
+                    raise
+        raise StoreBusyError(f"run {run_id!r}: its lease kept changing; not deleted, try again")
 
-    def _delete_runs(self, runs: list[str]) -> int:
+    def _delete_runs(self, runs: list[str], *, check: dict[str, Any] | None = None) -> int:
         args = {"ns": self.namespace, "runs": runs}
         statements = [(s, args) for s in self.sql("DELETE_RUN")]
-        return len(self.write(statements, fetch=len(statements) - 1))
+        if check is not None:
+            statements = [(self.sql(name), check) for name in ("LOCK_LEASE", "LIVE_LEASE_REFUSES")]
+            statements += [(s, args) for s in self.sql("DELETE_RUN")]
+        run = runs[0] if len(runs) == 1 else None
+        return len(self.write(statements, fetch=len(statements) - 1, guard=True, run=run))
 
     def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
@@ -320,7 +365,8 @@ class PostgresStore(Store):
                 "now": now,
                 "dead": dead,
             }
-            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0):
+            # guarded: a stale owner paused inside a write holds the lease row locked
+            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0, guard=True, run=run_id):
                 return LeaseResult((True, owner, ttl))
             row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
             if row is None:
@@ -337,7 +383,7 @@ class PostgresStore(Store):
     def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
         now = time.time()
         args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
-        if self.write([(self.render(_RENEW), args)], fetch=0):
+        if self.write([(self.sql("RENEW"), args)], fetch=0):
             return LeaseResult((True, owner, ttl))
         row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
         if row is None or float(row[1]) <= now:
@@ -373,16 +419,6 @@ class PostgresStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
-
-
-# After `ar_fence` (which locked the lease row): an expired lease fails the fence too, by
-# calling `ar_fence` with an owner nobody has.
-_EXPIRED_FENCE = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
-    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at <= %(now)s"""
-_LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
-_RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
-    WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s
-    RETURNING owner"""
 
 
 def _run_info(row: tuple[Any, ...]) -> RunInfo:
