@@ -1,0 +1,179 @@
+"""PostgreSQL operability: a server restart, and PgBouncer in transaction pooling mode.
+
+The restart test starts its own cluster (`initdb` + `pg_ctl` on a free port in a temporary
+directory): the machine's shared server is never restarted. The PgBouncer tests start Debian's
+`pgbouncer` on a free port, in transaction mode, in front of the session's scratch database
+(PgBouncer before 1.21 keeps no prepared statements in that mode, hence
+`prepare_threshold=none`). See `_pg_servers.py` for when they skip.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from _pg_servers import PgBouncer, PrivateCluster, need, pgbouncer_binary, postgres_bindir
+from test_chaos import _graph_anomalies, _journal_anomalies, effects, expect, finish, spawn
+
+import agentrewind
+from agentrewind import StepRecord, StoreUnavailableError
+from agentrewind.testing import StoreConformance
+
+psycopg = pytest.importorskip("psycopg")
+pytestmark = pytest.mark.postgres
+
+
+def rec(run_id: str, key: str, seq: int) -> StepRecord:
+    now = time.time()
+    return StepRecord(
+        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
+        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
+    )  # fmt: skip
+
+
+# -- a server restart ---------------------------------------------------------------------------
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    bindir = postgres_bindir()
+    need("PostgreSQL server binaries (initdb, pg_ctl)", bindir)
+    assert bindir is not None
+    server = PrivateCluster(bindir)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_restart_fails_the_operation_in_flight_clearly_and_the_next_one_reconnects(
+    cluster: PrivateCluster,
+) -> None:
+    url = f"{cluster.url}?namespace=restart&connect_timeout=1"
+    with agentrewind.connect(url) as store:
+        store.begin_run("r")
+        store.put_step(rec("r", "a", 1))
+        result: list[Any] = []
+        holder = psycopg.connect(cluster.url)
+        try:
+            # Hold the run's row so the next write is in flight (waiting) when the server goes.
+            holder.execute("SELECT 1 FROM ar_runs WHERE run_id = 'r' FOR UPDATE")
+
+            def write() -> None:
+                try:
+                    store.put_step(rec("r", "b", 2))
+                    result.append("applied")
+                except Exception as exc:
+                    result.append(exc)
+
+            thread = threading.Thread(target=write)
+            thread.start()
+            time.sleep(0.3)
+            assert thread.is_alive()
+            cluster.stop("fast")  # terminates every session, the writer's in the middle
+            thread.join(30)
+        finally:
+            holder.close()
+        assert len(result) == 1 and isinstance(result[0], StoreUnavailableError), result
+        assert f"127.0.0.1:{cluster.port}" in str(result[0])
+        with pytest.raises(StoreUnavailableError):  # still down: an error, not a hang
+            store.get_run("r")
+        cluster.start()
+        store.put_step(rec("r", "c", 3))  # the pool's dead connections are replaced
+        assert [s.key for s in store.load_steps("r")] == ["a", "c"]  # b was not applied
+
+
+def test_the_saver_goes_on_after_a_restart(cluster: PrivateCluster) -> None:
+    pytest.importorskip("langgraph")
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from agentrewind_langgraph import RewindSaver
+
+    cfg: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with RewindSaver(f"{cluster.url}?connect_timeout=1") as saver:
+        first = saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
+        cluster.stop("immediate")  # a crash: no shutdown checkpoint
+        cluster.start()
+        second = saver.put(first, empty_checkpoint(), {"step": 1}, {})
+        latest = saver.get_tuple(cfg)
+        assert latest is not None and latest.config == second
+        assert [t.metadata["step"] for t in saver.list(cfg)] == [1, 0]
+
+
+# -- PgBouncer, transaction pooling -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bouncer_url(postgres_url: str) -> Iterator[str]:
+    binary = pgbouncer_binary()
+    need("pgbouncer", binary)
+    assert binary is not None
+    parts = urlsplit(postgres_url)
+    bouncer = PgBouncer(binary, parts.port or 5432, parts.path.lstrip("/"))
+    try:
+        yield f"{bouncer.url}?prepare_threshold=none"
+    finally:
+        bouncer.close()
+
+
+class TestStoreConformanceThroughPgBouncer(StoreConformance):
+    """The whole store contract, every statement through a transaction-mode pooler."""
+
+    @pytest.fixture(autouse=True)
+    def _through(self, bouncer_url: str) -> None:
+        self.url = bouncer_url
+
+    def open_store(self, namespace: str) -> agentrewind.Store:
+        return agentrewind.connect(self.url, namespace=namespace)
+
+
+def test_saver_conformance_through_pgbouncer(bouncer_url: str) -> None:
+    pytest.importorskip("langgraph.checkpoint.conformance")
+    import asyncio
+
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    from agentrewind_langgraph import RewindSaver
+
+    @checkpointer_test(name="RewindSaver[pgbouncer]")
+    async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+        saver = RewindSaver(f"{bouncer_url}&namespace=lg-{uuid.uuid4().hex[:8]}&max_size=2")
+        try:
+            yield saver
+        finally:
+            for thread in saver.backend.thread_ids():
+                saver.delete_thread(thread)
+            saver.close()
+
+    report = asyncio.run(validate(factory))
+    results = report.to_dict()["results"]
+    assert [f for r in results.values() for f in r["failures"]] == []
+    assert sum(r["tests_passed"] for r in results.values()) == 81
+
+
+@pytest.mark.parametrize("mode", ["journal", "graph"])
+def test_resume_after_sigkill_through_pgbouncer(
+    bouncer_url: str, tmp_path: Path, mode: str
+) -> None:
+    if mode == "graph":
+        pytest.importorskip("langgraph.graph")
+    url = f"{bouncer_url}&namespace=pgb-{uuid.uuid4().hex[:8]}"
+    run_id, log, steps = f"{mode}-{uuid.uuid4().hex[:8]}", tmp_path / "effects", 20
+    a = spawn(mode, url, run_id, log, steps, 0.6, 0.03)
+    expect(a, "ready")
+    time.sleep(random.uniform(0.1, 0.4))
+    a.kill()
+    a.communicate()
+    b = spawn(mode, url, run_id, log, steps, 5.0, 0.0)
+    code, out, err = finish(b)
+    assert code == 0 and "done" in out, err[-2000:]
+    if mode == "journal":
+        with agentrewind.connect(url) as store:
+            bad = _journal_anomalies(store, run_id, steps, effects(log), a.pid, b.pid)
+    else:
+        bad = _graph_anomalies(url, run_id, steps, effects(log), a.pid, b.pid)
+    assert bad == []
