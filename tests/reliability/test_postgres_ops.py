@@ -23,7 +23,7 @@ from _pg_servers import PgBouncer, PrivateCluster, need, pgbouncer_binary, postg
 from test_chaos import _graph_anomalies, _journal_anomalies, effects, expect, finish, spawn
 
 import agentrewind
-from agentrewind import StepRecord, StoreUnavailableError
+from agentrewind import StepRecord, StoreError, StoreUnavailableError
 from agentrewind.testing import StoreConformance
 
 psycopg = pytest.importorskip("psycopg")
@@ -153,6 +153,30 @@ def test_saver_conformance_through_pgbouncer(bouncer_url: str) -> None:
     results = report.to_dict()["results"]
     assert [f for r in results.values() for f in r["failures"]] == []
     assert sum(r["tests_passed"] for r in results.values()) == 81
+
+
+def test_prepared_statements_behind_an_old_pgbouncer_name_the_fix(bouncer_url: str) -> None:
+    url = bouncer_url.replace("?prepare_threshold=none", f"?namespace=prep-{uuid.uuid4().hex[:8]}")
+    errors: list[Exception] = []
+    with agentrewind.connect(url, max_size=4) as store:
+
+        def work(n: int) -> None:
+            try:
+                for i in range(40):
+                    store.begin_run(f"r{n}-{i}")
+                    store.get_run(f"r{n}-{i}")
+            except Exception as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    if not errors:
+        pytest.skip("this PgBouncer keeps prepared statements in transaction mode (1.21+)")
+    for exc in errors:
+        assert isinstance(exc, StoreError) and "prepare_threshold=none" in str(exc), exc
 
 
 @pytest.mark.parametrize("mode", ["journal", "graph"])

@@ -40,7 +40,12 @@ class StoreUnavailableError(StoreError):
 
 
 class StoreBusyError(StoreError):
-    """The SQLite database stayed locked by another connection past the retry budget."""
+    """The store stayed locked by another writer past the wait budget; nothing was written.
+
+    SQLite: the database file stayed locked past `busy_timeout`. PostgreSQL: a row the write
+    needs stayed locked by another transaction past `lock_timeout` (for instance a writer
+    paused inside its write), or the write deadlocked. Trying again later is safe.
+    """
 
 
 class SchemaVersionError(StoreError):

@@ -46,6 +46,11 @@ _GUARD = (
     "SELECT set_config('lock_timeout', %s, true), "
     "set_config('idle_in_transaction_session_timeout', %s, true)"
 )
+_PREPARED_ERRORS = (
+    psycopg.errors.ProtocolViolation,
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
@@ -191,6 +196,12 @@ class PostgresDatabase:
                 if isinstance(exc, psycopg.errors.LockNotAvailable)
                 else f"PostgreSQL at {self.url}: this write deadlocked with another and was "
                 "rolled back; nothing was written: try again"
+            )
+        if "prepared statement" in str(exc) and isinstance(exc, _PREPARED_ERRORS):
+            return StoreError(
+                f"PostgreSQL at {self.url}: {str(exc).strip()}: a pooler in transaction mode "
+                "(PgBouncer before 1.21) does not keep prepared statements: add "
+                "prepare_threshold=none to the store URL"
             )
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
             return self._unavailable(exc)
