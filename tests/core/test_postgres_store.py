@@ -173,3 +173,39 @@ def test_writing_to_an_expired_run_starts_it_afresh_in_one_statement(postgres_ur
         time.sleep(0.25)
         assert store.begin_run("r").metrics == RunMetrics()
         assert store.load_steps("r") == []
+
+
+def test_cli_views_open_postgres_read_only() -> None:
+    """`runs`/`show`/`log` on a database where every write fails: they work, create nothing."""
+    from cli_support import batch
+    from postgres_support import create_scratch_database, drop_scratch_database
+
+    url, name = create_scratch_database()
+    try:
+        with agentrewind.connect(url) as store:
+            store.begin_run("r")
+            store.put_step(rec("r", "a", 1))
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+        runs, log, missing = batch(
+            ["--store", url, "runs"],
+            ["--store", url, "log", "r"],
+            ["--store", f"{url}?schema=nothing_here", "runs"],
+        )
+        assert runs.code == 0 and "r " in runs.out, runs.err
+        assert log.code == 0 and "a" in log.out, log.err
+        assert missing.code == 3 and "holds no agentrewind store" in missing.err
+        assert "nothing was created" in missing.err
+        with psycopg.connect(url) as conn:
+            schemas = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'nothing_here'")
+            assert schemas.fetchone() is None
+        from agentrewind.stores.postgres import PostgresStore
+
+        ro = PostgresStore(url, read_only=True)
+        try:
+            with pytest.raises(StoreError, match="read-only"):
+                ro.begin_run("x")
+        finally:
+            ro.close()
+    finally:
+        drop_scratch_database(name)
