@@ -3,7 +3,7 @@
 `PrivateCluster` is `initdb` + `pg_ctl` of a throwaway cluster in a temporary directory on a
 free loopback port, so a restart test never touches the machine's shared server. `PgBouncer`
 runs Debian's `pgbouncer` in transaction pooling mode in front of one database. Both refuse
-to run as root, so under root they run as the `postgres` user (`runuser`).
+to run as root, so under root they run as the `postgres` user.
 
 Binaries: `$AGENTREWIND_PG_BINDIR`, else the newest `/usr/lib/postgresql/*/bin`, else PATH;
 `pgbouncer` from PATH or /usr/sbin. A missing binary skips the test with the reason, unless
@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,14 +66,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _as_server_user(cmd: list[str], home: Path) -> list[str]:
-    """`cmd` as the `postgres` user when we are root (the servers refuse root)."""
+def _server_user(home: Path) -> dict[str, Any]:
+    """`subprocess` options to run a server as `postgres` when we are root (servers refuse
+    root); `home` is handed to that user."""
     if os.geteuid() != 0:
-        return cmd
-    shutil.chown(home, "postgres", "postgres")
-    for p in home.rglob("*"):
+        return {}
+    for p in [home, *home.rglob("*")]:
         shutil.chown(p, "postgres", "postgres")
-    return ["runuser", "-u", "postgres", "--", *cmd]
+    return {"user": "postgres", "group": "postgres", "extra_groups": []}
 
 
 def _wait_port(port: int, up: bool, seconds: float = 30.0) -> None:
@@ -114,7 +115,7 @@ class PrivateCluster:
 
     def _run(self, cmd: list[str]) -> None:
         done = subprocess.run(
-            _as_server_user(cmd, self.home), capture_output=True, text=True, check=False
+            cmd, capture_output=True, text=True, check=False, **_server_user(self.home)
         )
         if done.returncode != 0:
             log = self.home / "log"
@@ -171,8 +172,12 @@ class PgBouncer:
             "max_client_conn = 200\nignore_startup_parameters = extra_float_digits\n"
             f"logfile = {self.home / 'log'}\npidfile = {self.home / 'pid'}\n"
         )
-        cmd = _as_server_user([binary, str(self.home / "pgbouncer.ini")], self.home)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [binary, str(self.home / "pgbouncer.ini")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **_server_user(self.home),
+        )
         try:
             _wait_port(self.port, up=True, seconds=15)
         except RuntimeError:
