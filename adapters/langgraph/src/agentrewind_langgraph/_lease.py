@@ -5,9 +5,9 @@ With `RewindSaver(..., lease=True)`, the first write of a thread takes its lease
 held lease each third of `lease_ttl`, and `close()` frees them. A second saver (another
 process, or another saver object) writing the same thread meanwhile gets `RunLockedError`; a
 saver whose lease lapsed (its process was paused or cut off longer than `lease_ttl`) gets
-`LeaseLostError` on its next write, which is not applied. On SQLite the lease is also checked
-inside each write's transaction; on Redis and PostgreSQL only just before the write (on
-Redis the thread's keys and its lease live in different hash slots).
+`LeaseLostError` on its next write, which is not applied. On SQLite and PostgreSQL the lease
+is also checked inside each write's transaction; on Redis only just before the write (the
+thread's keys and its lease live in different hash slots).
 """
 
 from __future__ import annotations
@@ -89,15 +89,20 @@ class ThreadLeases:
         """`op` checking the lease atomically with its write, where the store allows it.
 
         On SQLite the saver's transaction checks the lease row in the same transaction
-        (`SQLiteStore.check_lease_in`); elsewhere `hold` before the write is the check.
+        (`SQLiteStore.check_lease_in`); on PostgreSQL `op` runs in one transaction behind
+        the lease fence (`PostgresStore.fenced_in`); elsewhere `hold` before the write is
+        the check.
         """
+        fenced_in = getattr(self.store, "fenced_in", None)
         check = getattr(self.store, "check_lease_in", None)
-        if check is None:
+        if fenced_in is None and check is None:
             return op
         name, owner = lease_name(thread_id), self.owner
 
         def txn(conn: Any) -> T:
             try:
+                if fenced_in is not None:
+                    return fenced_in(conn, name, owner, op)  # type: ignore[no-any-return]
                 check(conn, name, owner)
             except LeaseLostError as exc:
                 self._mark_lost(thread_id, exc.owner)

@@ -6,7 +6,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
@@ -14,8 +14,11 @@ from . import _pg_sql as Q
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
+from ._pg_rows import run_info
 
 __all__ = ["PostgresStore"]
+
+T = TypeVar("T")
 
 _OUR_PARAMS = (
     "namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold",
@@ -202,19 +205,44 @@ class PostgresStore(Store):
         except StoreError as exc:
             if "agentrewind: lease of run" not in str(exc):
                 raise
-            now = time.time()
-            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-            lease = None if row is None else (row[0], float(row[1]))
-            exists = self.get_run(run_id) is not None
-            check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
+            self._refused(run_id, owner)
             raise
+
+    def fenced_in(self, conn: Any, run_id: str, owner: str, fn: Callable[[Any], T]) -> T:
+        """`fn(conn)`, the caller's own writes, in one transaction behind the lease fence.
+
+        For adapters whose tables live in this database (the LangGraph saver): the fence
+        locks the lease row first, so the writes commit only while `owner` holds the lease.
+
+        Raises:
+            LeaseLostError: Another owner holds the lease, or it expired or was deleted.
+        """
+        live = {"ns": self.namespace, "run": run_id, "now": time.time()}
+        fence = [self.fence_statement(run_id, owner), (self.sql("EXPIRED_FENCE"), live)]
+        try:
+            with conn.transaction():
+                self.write_in(conn, fence, guard=True)
+                return fn(conn)
+        except Exception as exc:
+            if "agentrewind: lease of run" not in str(exc):
+                raise
+            self._refused(run_id, owner)
+            raise
+
+    def _refused(self, run_id: str, owner: str) -> None:
+        """Raise the error naming why the fence refused `owner` (the lease and run, read)."""
+        now = time.time()
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        lease = None if row is None else (row[0], float(row[1]))
+        exists = self.get_run(run_id) is not None
+        check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
 
     def begin_run(
         self, run_id: str, *, ttl: float | None = None, owner: str | None = None
     ) -> RunInfo:
         args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
         args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
-        return _run_info(self._fenced(run_id, owner, [(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
+        return run_info(self._fenced(run_id, owner, [(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
 
     def end_run(
         self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
@@ -230,11 +258,11 @@ class PostgresStore(Store):
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self.db.fetchone(self.sql("GET_RUN"), (self.namespace, run_id, time.time()))
-        return None if row is None else self._crashed([_run_info(row)])[0]
+        return None if row is None else self._crashed([run_info(row)])[0]
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
         rows = self.db.fetchall(self.sql("LIST_RUNS"), (self.namespace, time.time(), limit))
-        return self._crashed([_run_info(r) for r in rows])
+        return self._crashed([run_info(r) for r in rows])
 
     def _crashed(self, runs: list[RunInfo]) -> list[RunInfo]:
         """Mark `running` runs whose owner died as `crashed` (one lease query, if any runs)."""
@@ -419,28 +447,3 @@ class PostgresStore(Store):
     def close(self) -> None:
         self.db.close()
         super().close()
-
-
-def _run_info(row: tuple[Any, ...]) -> RunInfo:
-    run_id, status, created, updated, expires, metrics = row
-    try:
-        m = RunMetrics(**(metrics if isinstance(metrics, dict) else json.loads(metrics)))
-    except (ValueError, TypeError) as exc:
-        raise StoreError(f"run metrics are not readable: {exc}") from exc
-    # numeric sums come back as Decimal/int from jsonb: keep the dataclass's types
-    m = RunMetrics(
-        steps=int(m.steps),
-        replay_hits=int(m.replay_hits),
-        seconds_saved=float(m.seconds_saved),
-        tokens_saved=int(m.tokens_saved),
-        failures=int(m.failures),
-        reruns=int(m.reruns),
-    )
-    return RunInfo(
-        run_id,
-        status,
-        float(created),
-        float(updated),
-        None if expires is None else float(expires),
-        m,
-    )
