@@ -157,3 +157,29 @@ def test_delete_waits_for_a_takeover_in_flight_then_refuses(postgres_url: str) -
         lease = store.acquire_lease("r", "host:3:other", 5.0)
         assert not lease.acquired and lease[1] == "host:2:new"
         assert store.delete_run("r", force=True)
+
+
+def test_a_transaction_ended_by_the_idle_timeout_is_retried_on_a_fresh_connection(
+    postgres_url: str,
+) -> None:
+    from agentrewind.stores.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url, namespace=ns(), lock_timeout=0.4)  # idle: 0.2 s
+    try:
+        store.begin_run("r")
+        assert store.acquire_lease("r", "host:1:me", 30.0).acquired
+        attempts: list[int] = []
+
+        def write(conn: Any) -> str:
+            attempts.append(1)
+            if len(attempts) == 1:
+                time.sleep(0.6)  # the client pauses inside its transaction: the server ends it
+            conn.execute("SELECT 1")
+            return "written"
+
+        assert store.db.call(lambda conn: store.fenced_in(conn, "r", "host:1:me", write)) == (
+            "written"
+        )
+        assert len(attempts) == 2
+    finally:
+        store.close()

@@ -51,6 +51,13 @@ _PREPARED_ERRORS = (
     psycopg.errors.InvalidSqlStatementName,
     psycopg.errors.DuplicatePreparedStatement,
 )
+# The connection is gone: the server closed it (a restart, `pg_terminate_backend`, or its
+# idle-in-transaction timeout ended a transaction of ours whose client was paused).
+_GONE = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.errors.IdleInTransactionSessionTimeout,
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
@@ -203,7 +210,7 @@ class PostgresDatabase:
                 "(PgBouncer before 1.21) does not keep prepared statements: add "
                 "prepare_threshold=none to the store URL"
             )
-        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        if isinstance(exc, _GONE):
             return self._unavailable(exc)
         if type(exc).__name__ == "PoolTimeout":
             return StoreUnavailableError(
@@ -234,7 +241,7 @@ class PostgresDatabase:
             try:
                 with self.connection() as conn:
                     return fn(conn)
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except _GONE as exc:
                 if attempt == 0 and self._conn is None and _dropped(exc):
                     # A restart drops every pooled connection: replace the idle ones too.
                     with contextlib.suppress(Exception):
