@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,3 +73,31 @@ def backend_url(
         yield f"{redis_url}?namespace={ns}&prefix={prefix}"
     finally:
         cleanup_redis(redis_url, f"{prefix}:*")
+
+
+def server_sessions(url: str) -> set[int]:
+    """Postgres: the backends of the URL's database other than this query's (else empty)."""
+    if not url.startswith("postgresql"):
+        return set()
+    import psycopg
+
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def settle(url: str, before: set[int], seconds: float = 5.0) -> None:
+    """Postgres: wait until the sessions opened since `before` (a killed child's) are gone.
+
+    A write the child had sent whole before it died still commits: its session ends only
+    after that, when it reads the closed socket. Checking the store earlier would read half
+    of the state before that commit and half after.
+    """
+    deadline = time.monotonic() + seconds
+    while url.startswith("postgresql") and time.monotonic() < deadline:
+        if server_sessions(url) <= before:
+            return
+        time.sleep(0.05)
