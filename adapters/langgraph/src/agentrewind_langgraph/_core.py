@@ -21,7 +21,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -33,7 +32,15 @@ from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases
 from ._open import memory_sqlite, next_version, open_backend, url_of
-from ._rows import collect_history, find_seeds, put_row, thread_config, to_tuple, write_rows
+from ._rows import (
+    collect_history,
+    find_seeds,
+    put_row,
+    query_args,
+    thread_config,
+    to_tuple,
+    write_rows,
+)
 from ._serde import SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
@@ -140,22 +147,16 @@ class SaverCore(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
         latest: bool = False,
+        raws: Iterable[Any] | None = None,
     ) -> Iterator[CheckpointTuple]:
-        conf = (config or {}).get("configurable", {})
-        self._flush(str(conf["thread_id"]) if "thread_id" in conf else None)
-        pushdown, exact = split_filter(filter)
-        cns = conf.get("checkpoint_ns")
-        if latest and cns is None:
-            cns = ""
-        raws = self.backend.query(
-            thread_id=str(conf["thread_id"]) if "thread_id" in conf else None,
-            cns=cns,
-            checkpoint_id=conf.get("checkpoint_id") or None,
-            before=get_checkpoint_id(before) if before else None,
-            pushdown=pushdown,
-            limit=limit if exact else None,
-            now=time.time(),
-        )
+        """Checkpoints as `list` yields them; `raws`: the backend's rows, fetched already
+        (after the thread's held writes were stored).
+        """
+        _, exact = split_filter(filter)
+        if raws is None:
+            conf = (config or {}).get("configurable", {})
+            self._flush(str(conf["thread_id"]) if "thread_id" in conf else None)
+            raws = self.backend.query(**query_args(config, filter, before, limit, latest))
         left = limit
         for raw in raws:
             if left is not None and left <= 0:

@@ -1,17 +1,19 @@
-"""Redis backend of `RewindSaver`: one Lua script per write, one per read (see `_keys`)."""
+"""Redis backend of `RewindSaver`: one Lua script per write, one per read (see `_keys`).
+
+Every operation is a flow (a generator yielding `RedisScript`/`RedisCommand`s, see
+`agentrewind.adapters`): sync callers drive it on the store's client, async callers on its
+`redis.asyncio` client, where scripts queued by concurrent writers share one pipeline.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import ormsgpack
-from redis.exceptions import NoScriptError
+
+from agentrewind.adapters import RedisCommand, RedisFlow, RedisPipeline, RedisScript
 
 from . import _keys as K
 from ._codec import (
@@ -26,12 +28,12 @@ from ._codec import (
 from ._defer import HeldWrites
 
 T = TypeVar("T")
-Op = Callable[[], T]
+Op = Callable[[], RedisFlow[T]]
+"""A write operation: makes the flow that runs it (on either transport)."""
 _PAGE = 200
 _SCRIPTS = (
     "PUT", "PUT_WRITES", "DELETE", "RESTORE", "REMOVE", "HEADS", "QUERY", "BLOBS", "CHAIN", "WRITES"
 )  # fmt: skip
-_SHA = {n: hashlib.sha1(getattr(K, n).encode()).hexdigest() for n in ("PUT", "PUT_WRITES")}
 """The SHA1s the store registers these scripts under (`register_scripts`)."""
 _TH = K.DATA_PARTS.index("th")
 _READ = _TH  # read scripts use only the keys before `th`: send no more
@@ -68,8 +70,6 @@ class RedisBackend:
         self.tombstone_ttl = tombstone_ttl
         self.registry: str = store.namespace_key(K.REGISTRY)
         store.register_scripts({f"lg:{n}": getattr(K, n) for n in _SCRIPTS})
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     # -- plumbing ----------------------------------------------------------------------------
     def _keys(self, thread_id: str, *, registry: bool = False) -> list[str]:
@@ -78,33 +78,28 @@ class RedisBackend:
             keys.append(self.registry)
         return keys
 
-    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+    @staticmethod
+    def _run(name: str, keys: list[str], args: list[Any]) -> RedisScript:
+        return RedisScript(f"lg:{name}", keys, args)
+
+    def _call(self, name: str, keys: list[str], args: list[Any]) -> Any:
         return self.store.run_script(f"lg:{name}", keys, args)
 
-    def _register(self, thread_id: str, now: float) -> None:
+    def _register(self, thread_id: str, now: float) -> RedisFlow[None]:
         # On a cluster the registry lives in another slot, so it is updated after the write.
         if self.cluster:
-            with self.store.translate_errors():
-                self.client.zadd(self.registry, {thread_id: now})
+            yield RedisCommand("zadd", self.registry, {thread_id: now})
 
     def execute(self, op: Op[T]) -> T:
         """Run a write operation from a sync caller."""
-        return op()
+        return self.store.drive(op())  # type: ignore[no-any-return]
 
     async def aexecute(self, op: Op[T]) -> T:
-        """Run a write operation on a worker thread (the client's pool allows many at once)."""
-        if self._pool is None:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(8, thread_name_prefix="agentrewind-lg-redis")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, op)
+        """Run a write operation from async code, on the event loop's async client."""
+        return await self.store.adrive(op())  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Stop worker threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        """Nothing to stop: the store owns the clients."""
 
     # -- writes ------------------------------------------------------------------------------
     def put_op(
@@ -133,18 +128,23 @@ class RedisBackend:
                 row.thread_id]  # fmt: skip
         keys = self._keys(row.thread_id, registry=True)
 
-        def op() -> bool:
+        def op() -> RedisFlow[bool]:
             blobs, pre = list(row.blobs), before
             for _ in range(3):
                 args: list[Any] = list(head)
                 for b in blobs:
                     base = b.base if b.kind == "d" and b.base else ""
                     args += [b.channel, b.version, base, _blob_record(b)]
-                res = self._run_after(pre, keys, args)
+                put = self._run("PUT", keys, args)
+                if pre:  # the held writes first, in the same pipeline
+                    calls = [*(self._run("PUT_WRITES", k, a) for k, a in pre), put]
+                    res = (yield RedisPipeline(calls))[-1]
+                else:
+                    res = yield put
                 pre = []  # stored: a retry sends the checkpoint alone
                 if not isinstance(res, list):
                     if res:
-                        self._register(row.thread_id, now)
+                        yield from self._register(row.thread_id, now)
                     return bool(res)
                 for i in res[1:]:  # a delta's base is gone: store that value whole
                     b = blobs[int(i)]
@@ -168,10 +168,10 @@ class RedisBackend:
         args = self._writes_args(thread_id, cns, cid, rows, now, ttl)
         keys = self._keys(thread_id, registry=True)
 
-        def op() -> bool:
-            ok = bool(self._run("PUT_WRITES", keys, args))
+        def op() -> RedisFlow[bool]:
+            ok = bool((yield self._run("PUT_WRITES", keys, args)))
             if ok:
-                self._register(thread_id, now)
+                yield from self._register(thread_id, now)
             return ok
 
         return op
@@ -188,73 +188,39 @@ class RedisBackend:
             args += [field, rec, "1" if w.idx < 0 else "0"]
         return args
 
-    def _run_after(
-        self, writes: list[tuple[list[str], list[Any]]], keys: list[str], args: list[Any]
-    ) -> Any:
-        """`PUT_WRITES` for each of `writes`, then `PUT`: one pipeline; returns PUT's reply.
-
-        Scripts the server lacks (NOSCRIPT) are loaded by running the calls one by one (each
-        is idempotent, so those that ran in the pipeline may run again). Redis Cluster
-        clients refuse scripts in a pipeline: there the calls go one by one.
-        """
-        if self.cluster:
-            for k, a in writes:
-                self._run("PUT_WRITES", k, a)
-        if self.cluster or not writes:
-            return self._run("PUT", keys, args)
-        calls = [*((_SHA["PUT_WRITES"], k, a) for k, a in writes), (_SHA["PUT"], keys, args)]
-        with self.store.translate_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for sha, k, a in calls:
-                pipe.evalsha(sha, len(k), *k, *a)
-            replies = pipe.execute(raise_on_error=False)
-        if any(isinstance(r, NoScriptError) for r in replies):
-            for k, a in writes:
-                self._run("PUT_WRITES", k, a)
-            return self._run("PUT", keys, args)
-        for r in replies:
-            if isinstance(r, Exception):
-                with self.store.translate_errors():
-                    raise r
-        return replies[-1]
-
     def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
         """The operation deleting a thread and leaving a tombstone."""
 
-        def op() -> None:
+        def op() -> RedisFlow[None]:
             args = [now, max(int(self.tombstone_ttl), 1), thread_id]
-            self._run("DELETE", self._keys(thread_id, registry=True), args)
+            yield self._run("DELETE", self._keys(thread_id, registry=True), args)
             if self.cluster:
-                with self.store.translate_errors():
-                    self.client.zrem(self.registry, thread_id)
+                yield RedisCommand("zrem", self.registry, thread_id)
 
         return op
 
     def copy_thread_op(self, src: str, dst: str, now: float, ttl: float | None) -> Op[None]:
         """The operation copying every checkpoint, value and write of `src` to `dst`."""
 
-        def op() -> None:
+        def op() -> RedisFlow[None]:
             skeys = self._keys(src)
-            with self.store.translate_errors():
-                pipe = self.client.pipeline(transaction=False)
-                for part in ("cp", "bl", "wr"):
-                    pipe.hgetall(skeys[K.DATA_PARTS.index(part)])
-                hashes = pipe.execute()
+            parts = [skeys[K.DATA_PARTS.index(part)] for part in ("cp", "bl", "wr")]
+            hashes = yield RedisPipeline([RedisCommand("hgetall", k) for k in parts])
             args: list[Any] = [now, _ttl_ms(ttl), dst]
             for h in hashes:
                 args.append(len(h))
                 for k, v in h.items():
                     args += [k, v]
-            self._run("RESTORE", self._keys(dst, registry=True), args)
-            self._register(dst, now)
+            yield self._run("RESTORE", self._keys(dst, registry=True), args)
+            yield from self._register(dst, now)
 
         return op
 
     def _remove(
         self, thread_id: str, *, keep_last: int | None = None, run_ids: set[str] | None = None
-    ) -> int:
+    ) -> RedisFlow[int]:
         keys = self._keys(thread_id)
-        res = self._run("HEADS", keys, [])
+        res = yield self._run("HEADS", keys, [])
         n = int(res[0])
         cps = []
         for j in range(1, 2 * n + 1, 2):
@@ -275,57 +241,74 @@ class RedisBackend:
         if drop_cps or drop_blobs:
             args: list[Any] = [len(drop_cps), *(f"{c}\0{i}" for c, i in drop_cps)]
             args += [f"{c}\0{ch}\0{v}" for c, ch, v in drop_blobs]
-            self._run("REMOVE", keys, args)
+            yield self._run("REMOVE", keys, args)
         return len(drop_cps)
 
     def prune_op(self, thread_ids: Sequence[str], keep_last: int) -> Op[int]:
         """The operation keeping the newest `keep_last` checkpoints per namespace."""
-        return lambda: sum(self._remove(t, keep_last=keep_last) for t in thread_ids)
+
+        def op() -> RedisFlow[int]:
+            n = 0
+            for t in thread_ids:
+                n += yield from self._remove(t, keep_last=keep_last)
+            return n
+
+        return op
 
     def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[int]:
         """The operation deleting the checkpoints written by `run_ids`."""
         wanted = set(run_ids)
-        return lambda: sum(self._remove(t, run_ids=wanted) for t in self.thread_ids())
+
+        def op() -> RedisFlow[int]:
+            n = 0
+            for t in (yield from self._thread_ids()):
+                n += yield from self._remove(t, run_ids=wanted)
+            return n
+
+        return op
 
     def purge_expired_op(self, now: float) -> Op[int]:
         """Redis expires threads itself; this drops their registry entries."""
 
-        def op() -> int:
-            ids = self.thread_ids(live_only=False)
-            gone = [t for t, alive in zip(ids, self._alive(ids), strict=True) if not alive]
+        def op() -> RedisFlow[int]:
+            ids = yield from self._thread_ids(live_only=False)
+            alive = yield from self._alive(ids)
+            gone = [t for t, a in zip(ids, alive, strict=True) if not a]
             if gone:
-                with self.store.translate_errors():
-                    self.client.zrem(self.registry, *gone)
+                yield RedisCommand("zrem", self.registry, *gone)
             return len(gone)
 
         return op
 
     # -- reads -------------------------------------------------------------------------------
-    def _alive(self, ids: list[str]) -> list[bool]:
-        with self.store.translate_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for t in ids:
-                pipe.exists(self._keys(t)[_TH])
-            return [bool(x) for x in pipe.execute()]
+    def _alive(self, ids: list[str]) -> RedisFlow[list[bool]]:
+        if not ids:
+            return []
+        res = yield RedisPipeline([RedisCommand("exists", self._keys(t)[_TH]) for t in ids])
+        return [bool(x) for x in res]
+
+    def _thread_ids(self, *, live_only: bool = True) -> RedisFlow[list[str]]:
+        ids = [_s(t) for t in (yield RedisCommand("zrange", self.registry, 0, -1))]
+        if live_only and ids:
+            alive = yield from self._alive(ids)
+            ids = [t for t, a in zip(ids, alive, strict=True) if a]
+        return ids
 
     def thread_ids(self, *, live_only: bool = True) -> list[str]:
         """Every thread of the namespace."""
-        with self.store.translate_errors():
-            raw = self.client.zrange(self.registry, 0, -1)
-        ids = [_s(t) for t in raw]
-        if live_only and ids:
-            ids = [t for t, alive in zip(ids, self._alive(ids), strict=True) if alive]
-        return ids
+        return self.store.drive(self._thread_ids(live_only=live_only))  # type: ignore[no-any-return]
 
     def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
         """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
-        with self.store.translate_errors():
-            raw = self.client.zrevrange(self.registry, 0, -1)
-            pipe = self.client.pipeline(transaction=False)
-            ids = [_s(t) for t in raw]
-            for t in ids:
-                pipe.hgetall(self._keys(t)[_TH])
-            infos = pipe.execute()
+
+        def flow() -> RedisFlow[tuple[list[str], list[Any]]]:
+            ids = [_s(t) for t in (yield RedisCommand("zrevrange", self.registry, 0, -1))]
+            if not ids:
+                return ids, []
+            infos = yield RedisPipeline([RedisCommand("hgetall", self._keys(t)[_TH]) for t in ids])
+            return ids, infos
+
+        ids, infos = self.store.drive(flow())
         out = []
         for t, info in zip(ids, infos, strict=True):
             if not info:
@@ -336,7 +319,15 @@ class RedisBackend:
             out.append((t, float(info.get(b"created_at", updated)), updated, expires))
         return out[:limit]
 
-    def query(
+    def query(self, **kwargs: Any) -> Iterator[RawTuple]:
+        """Checkpoints newest first, complete with channel values and pending writes."""
+        return iter(self.store.drive(self._query(**kwargs)))
+
+    async def aquery(self, **kwargs: Any) -> list[RawTuple]:
+        """Async twin of `query` (on the event loop's async client)."""
+        return await self.store.adrive(self._query(**kwargs))  # type: ignore[no-any-return]
+
+    def _query(
         self,
         *,
         thread_id: str | None,
@@ -346,11 +337,14 @@ class RedisBackend:
         pushdown: Sequence[tuple[str, Any]],
         limit: int | None,
         now: float,
-    ) -> Iterator[RawTuple]:
-        """Checkpoints newest first, complete with channel values and pending writes."""
-        threads = [thread_id] if thread_id is not None else self.thread_ids()
+    ) -> RedisFlow[list[RawTuple]]:
+        if thread_id is not None:
+            threads = [thread_id]
+        else:
+            threads = yield from self._thread_ids()
         filt = json.dumps([[k, v] for k, v in pushdown]) if pushdown else ""
         left = limit
+        out: list[RawTuple] = []
         for tid in threads:
             cursor = before
             while left is None or left > 0:
@@ -358,16 +352,16 @@ class RedisBackend:
                 if cns is None or checkpoint_id is not None:
                     page = 0 if left is None else left  # one call: no paging across namespaces
                 args = [cns or "", "1" if cns is None else "0", checkpoint_id or "", cursor or ""]
-                res = self._run("QUERY", self._keys(tid)[:_READ], [*args, page, filt])
-                for item in res:
-                    yield self._raw(tid, item)
+                res = yield self._run("QUERY", self._keys(tid)[:_READ], [*args, page, filt])
+                out += [self._raw(tid, item) for item in res]
                 if left is not None:
                     left -= len(res)
                 if page == 0 or len(res) < page or cns is None or checkpoint_id is not None:
                     break
                 cursor = _s(res[-1][0]).split("\0", 1)[1]
             if left is not None and left <= 0:
-                return
+                break
+        return out
 
     def _raw(self, thread_id: str, item: list[Any]) -> RawTuple:
         member, rec, blobs, writes = item
@@ -397,7 +391,7 @@ class RedisBackend:
         if not pairs:
             return {}
         args: list[Any] = [cns, *(x for p in pairs for x in p)]
-        res = self._run("BLOBS", self._keys(thread_id)[:_READ], args)
+        res = self._call("BLOBS", self._keys(thread_id)[:_READ], args)
         out: dict[tuple[str, str], tuple[str, bytes] | None] = {}
         i = 0
         for pair in pairs:
@@ -411,7 +405,7 @@ class RedisBackend:
         self, thread_id: str, cns: str, checkpoint_id: str
     ) -> list[tuple[str, str | None, dict[str, str]]]:
         """`(id, parent_id, versions)` from the checkpoint up to the root."""
-        res = self._run("CHAIN", self._keys(thread_id)[:_READ], [f"{cns}\0{checkpoint_id}"])
+        res = self._call("CHAIN", self._keys(thread_id)[:_READ], [f"{cns}\0{checkpoint_id}"])
         out = []
         for j in range(0, len(res), 2):
             info = json.loads(res[j + 1])
@@ -424,7 +418,7 @@ class RedisBackend:
         """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
         if not cids:
             return {}
-        res = self._run("WRITES", self._keys(thread_id)[:_READ], [f"{cns}\0{c}" for c in cids])
+        res = self._call("WRITES", self._keys(thread_id)[:_READ], [f"{cns}\0{c}" for c in cids])
         out: dict[str, list[tuple[str, str, str, bytes]]] = {}
         for j in range(0, len(res), 2):
             cid = res[j].split(b"\0")[1].decode()

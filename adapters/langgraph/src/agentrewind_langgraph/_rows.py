@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
+    get_checkpoint_id,
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -31,6 +32,7 @@ from ._codec import (
     WriteRow,
     decode_metadata,
     encode_metadata,
+    split_filter,
     vstr,
 )
 
@@ -39,6 +41,7 @@ __all__ = [
     "collect_history",
     "find_seeds",
     "put_row",
+    "query_args",
     "thread_config",
     "to_tuple",
     "write_rows",
@@ -197,3 +200,25 @@ def collect_history(
             entry["seed"] = seeds[ch]
         out[ch] = entry
     return out
+
+
+def query_args(
+    config: RunnableConfig | None,
+    filter: Mapping[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+    latest: bool,
+) -> dict[str, Any]:
+    """The arguments of a backend's `query` (and `aquery`) for a saver's `list`/`get_tuple`."""
+    conf = (config or {}).get("configurable", {})
+    pushdown, exact = split_filter(filter)
+    cns = conf.get("checkpoint_ns")
+    return {
+        "thread_id": str(conf["thread_id"]) if "thread_id" in conf else None,
+        "cns": "" if latest and cns is None else cns,
+        "checkpoint_id": conf.get("checkpoint_id") or None,
+        "before": get_checkpoint_id(before) if before else None,
+        "pushdown": pushdown,
+        "limit": limit if exact else None,
+        "now": time.time(),
+    }

@@ -1,7 +1,9 @@
 """`RewindSaver`: a LangGraph checkpointer on agentrewind's SQLite, Redis and Postgres stores.
 
 The sync API and the store handling live in `_core.SaverCore`; this module adds the async
-twins, which build the same backend operations and run them without blocking the loop.
+twins, which build the same backend operations and run them without blocking the loop: on a
+backend with a native async transport (`aexecute`, `aquery`: Redis) on the event loop itself,
+else on the backend's writer thread and a small pool of reader threads.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ._core import SaverCore
+from ._rows import query_args
 
 __all__ = ["RewindSaver"]
 
@@ -106,8 +109,12 @@ class RewindSaver(SaverCore):
         super().close()
 
     async def aclose(self) -> None:
-        """Async twin of `close`."""
+        """Async twin of `close` (also closes this loop's async connections of the store)."""
         await self._aflush()
+        if self._owns_store or self._owns_inner:
+            closing = getattr(self.store, "aclose_async", None)
+            if closing is not None:
+                await closing()
         self.close()
 
     async def __aenter__(self) -> Self:
@@ -116,10 +123,26 @@ class RewindSaver(SaverCore):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def _aquery(self, config: RunnableConfig | None, **kw: Any) -> list[CheckpointTuple]:
+        """`list(self._query(config, **kw))`, fetched on the loop when the backend can."""
+        aquery = getattr(self.backend, "aquery", None)
+        if aquery is None:
+            return await self._read(lambda: list(self._query(config, **kw)))
+        conf = (config or {}).get("configurable", {})
+        await self._aflush(str(conf["thread_id"]) if "thread_id" in conf else None)
+        args = query_args(config, kw.get("filter"), kw.get("before"), kw.get("limit"),
+                          kw.get("latest", False))  # fmt: skip
+        return list(self._query(config, **kw, raws=await aquery(**args)))
+
     # -- the async API -----------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of `get_tuple` (runs on a reader thread with its own connection)."""
-        return await self._read(self.get_tuple, config)
+        """Async twin of `get_tuple` (on a reader thread with its own connection, or the loop)."""
+        if getattr(self.backend, "aquery", None) is None:
+            return await self._read(self.get_tuple, config)
+        if self._leases is not None:
+            self._leases.reset(str(config["configurable"]["thread_id"]))
+        found = await self._aquery(config, limit=1, latest=True)
+        return found[0] if found else None
 
     async def alist(
         self,
@@ -130,10 +153,7 @@ class RewindSaver(SaverCore):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async twin of `list`."""
-        items = await self._read(
-            lambda: list(self._query(config, filter=filter, before=before, limit=limit))
-        )
-        for item in items:
+        for item in await self._aquery(config, filter=filter, before=before, limit=limit):
             yield item
 
     async def aget_delta_channel_history(

@@ -28,6 +28,10 @@ What an adapter does, and where it finds it:
 - **Stores**: `Store` and `connect`; `SQLiteDatabase` and `apply_migrations`, the SQLite
   connection helper and migration runner an adapter shares with the core store when it keeps
   its own tables in the same file (as the LangGraph saver does).
+- **Redis I/O written once**: an operation on a `RedisStore` is a generator yielding
+  `RedisScript` / `RedisCommand` / `RedisPipeline` and receiving each reply (a `RedisFlow`);
+  `store.drive(flow)` runs it on the sync client, `await store.adrive(flow)` on the store's
+  `redis.asyncio` client of the running loop (no thread), so sync and async share one code path.
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
 from .stores._base import make_lease_owner, retire_lease_owner
+from .stores._redis_io import Command as RedisCommand
+from .stores._redis_io import Pipeline as RedisPipeline
+from .stores._redis_io import RedisFlow
+from .stores._redis_io import Script as RedisScript
 from .stores.sqlite_db import SQLiteDatabase, apply_migrations
 
 __all__ = [
@@ -91,6 +99,10 @@ __all__ = [
     "MemoryStore",
     "Middleware",
     "RecordedStepError",
+    "RedisCommand",
+    "RedisFlow",
+    "RedisPipeline",
+    "RedisScript",
     "Run",
     "RunContext",
     "RunInfo",

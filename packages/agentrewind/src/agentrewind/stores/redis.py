@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -16,8 +15,9 @@ from . import _redis_keys as K
 from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._fence import run_status
+from ._redis_io import RedisIO
 from ._redis_migrate import check_layout
-from ._redis_safety import FenceFailure, warn_if_volatile
+from ._redis_safety import warn_if_volatile
 
 try:
     import redis as _redis
@@ -44,7 +44,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class RedisStore(Store):
+class RedisStore(RedisIO, Store):
     """Runs and steps in Redis (or Redis Cluster), core commands only.
 
     Args:
@@ -90,6 +90,8 @@ class RedisStore(Store):
             # timeout and may apply a write twice. Retry once only on a connection error
             # (a pooled connection the server closed), never on a timeout.
             options["retry"] = Retry(NoBackoff(), 1, supported_errors=(_redis.ConnectionError,))
+        self._connect = (url, {k: v for k, v in options.items() if k != "retry"})  # `RedisIO`
+        self._aclients = {}
         with self.translate_errors():
             if cluster is None:
                 probe = _redis.Redis.from_url(url, **options)
@@ -228,29 +230,6 @@ class RedisStore(Store):
     def namespace_key(self, name: str) -> str:
         """A key for the namespace as a whole (an index), such as `lg:threads`."""
         return K.namespace_key(self.prefix, self.namespace, name)
-
-    def register_scripts(self, sources: Mapping[str, str]) -> None:
-        """Make Lua scripts callable by name with `run_script` (adapters add their own)."""
-        for name, source in sources.items():
-            self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
-
-    def run_script(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """Run a registered script: one EVALSHA (EVAL once if the server lacks it).
-
-        Errors come out as `StoreUnavailableError` / `StoreError`, like every store call.
-        """
-        # EVALSHA straight from the client: this is the hot path of every write, so it skips
-        # redis-py's Script wrapper and the generator-based error context manager.
-        source, sha = self._scripts[name]
-        try:
-            try:
-                return self.client.evalsha(sha, len(keys), *keys, *args)
-            except _redis.exceptions.NoScriptError:
-                return self.client.eval(source, len(keys), *keys, *args)
-        except _redis.RedisError as exc:
-            if isinstance(exc, _redis.ResponseError) and str(exc).startswith(K.FENCE_MARK):
-                raise FenceFailure(str(exc)) from None
-            raise self._translate(exc) from exc
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(
@@ -394,9 +373,14 @@ class RedisStore(Store):
         self.run_script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
 
     def close(self) -> None:
+        self.close_async()
         with contextlib.suppress(Exception):
             _close_client(self.client)
         super().close()
+
+    async def aclose(self) -> None:
+        await self.aclose_async()
+        self.close()
 
 
 def _check_db(url: str) -> None:
