@@ -133,6 +133,8 @@ class RedisIO:
             return self.run_script(item.name, item.keys, item.args)
         import redis
 
+        if isinstance(item, Pipeline) and self.cluster and _scripted(item):
+            return [self._send(c) for c in item.commands]  # a cluster pipeline refuses scripts
         try:
             if isinstance(item, Command):
                 return getattr(self.client, item.name)(*item.args)
@@ -191,6 +193,10 @@ class RedisIO:
             side.close_now()
 
 
+def _scripted(item: Pipeline) -> bool:
+    return any(isinstance(c, Script) for c in item.commands)
+
+
 def _queue(pipe: Any, c: Script | Command, scripts: dict[str, tuple[str, str]]) -> None:
     if isinstance(c, Script):
         pipe.evalsha(scripts[c.name][1], len(c.keys), *c.keys, *c.args)
@@ -228,9 +234,22 @@ class _AsyncSide:
             self.client = aredis.Redis(connection_pool=pool)
         self.queue: list[tuple[Script, asyncio.Future[Any]]] = []
         self.flushing = False
+        # A cluster client's node pools refuse a connection past their size instead of
+        # waiting for one: at most that many commands are on the wire at once.
+        self.gate = asyncio.Semaphore(_POOL_SIZE)
+        self.ready = not store.cluster
 
     async def send(self, item: Script | Command | Pipeline) -> Any:
         import redis
+
+        if not self.ready:  # a cluster client learns its slots once, before any command
+            async with self.gate:
+                if not self.ready:
+                    try:
+                        await self.client.initialize()
+                    except redis.RedisError as exc:
+                        raise self.store._error(exc) from exc
+                    self.ready = True
 
         if isinstance(item, Script):
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -239,13 +258,16 @@ class _AsyncSide:
                 self.flushing = True
                 asyncio.get_running_loop().call_soon(self._flush)
             return await fut
+        if isinstance(item, Pipeline) and self.store.cluster and _scripted(item):
+            return list(await asyncio.gather(*(self.send(c) for c in item.commands)))
         try:
-            if isinstance(item, Command):
-                return await getattr(self.client, item.name)(*item.args)
-            pipe = self.client.pipeline(transaction=False)
-            for c in item.commands:
-                _queue(pipe, c, self.store._scripts)
-            replies = await pipe.execute(raise_on_error=False)
+            async with self.gate:
+                if isinstance(item, Command):
+                    return await getattr(self.client, item.name)(*item.args)
+                pipe = self.client.pipeline(transaction=False)
+                for c in item.commands:
+                    _queue(pipe, c, self.store._scripts)
+                replies = await pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise self.store._error(exc) from exc
         out = []
@@ -272,20 +294,14 @@ class _AsyncSide:
         import redis
 
         try:
-            if len(batch) == 1:
-                s = batch[0][0]
-                sha = self.store._scripts[s.name][1]
-                try:
-                    replies = [await self.client.evalsha(sha, len(s.keys), *s.keys, *s.args)]
-                except redis.exceptions.NoScriptError:
-                    replies = [await self._eval(s)]
-                except redis.RedisError as exc:
-                    replies = [exc]
+            if len(batch) == 1 or self.store.cluster:  # a cluster pipeline refuses scripts
+                replies = await asyncio.gather(*(self._one(s) for s, _ in batch))
             else:
                 pipe = self.client.pipeline(transaction=False)
                 for s, _ in batch:
                     _queue(pipe, s, self.store._scripts)
-                replies = await pipe.execute(raise_on_error=False)
+                async with self.gate:
+                    replies = await pipe.execute(raise_on_error=False)
         except BaseException as exc:  # the connection failed: every script of the batch
             for _, fut in batch:
                 if not fut.done():
@@ -299,19 +315,31 @@ class _AsyncSide:
             if isinstance(r, redis.exceptions.NoScriptError):
                 try:
                     r = await self._eval(s)
-                except BaseException as exc:
+                except Exception as exc:
                     r = exc
             if isinstance(r, BaseException):
                 fut.set_exception(self.store._error(r))
             else:
                 fut.set_result(r)
 
+    async def _one(self, s: Script) -> Any:
+        """One script's reply, or its error as the reply (as a pipeline gives them)."""
+        import redis
+
+        sha = self.store._scripts[s.name][1]
+        try:
+            async with self.gate:
+                return await self.client.evalsha(sha, len(s.keys), *s.keys, *s.args)
+        except redis.RedisError as exc:
+            return exc
+
     async def _eval(self, s: Script) -> Any:
         import redis
 
         try:
-            return await self.client.eval(self.store._scripts[s.name][0], len(s.keys), *s.keys,
-                                          *s.args)  # fmt: skip
+            async with self.gate:
+                return await self.client.eval(self.store._scripts[s.name][0], len(s.keys),
+                                              *s.keys, *s.args)  # fmt: skip
         except redis.RedisError as exc:
             raise self.store._error(exc) from exc
 
