@@ -146,6 +146,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/langchain_bench.py")
     session.run("python", "benchmarks/langchain_multicall.py")
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
+    session.run("python", "benchmarks/async_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
 
 
