@@ -212,7 +212,7 @@ def _packer_class() -> Any:
 
     class HiredisPacked(aredis.Connection):
         def pack_command(self, *args: Any) -> list[bytes]:
-            return packer.pack(*args)
+            return packer.pack(*args)  # type: ignore[no-any-return]
 
     return HiredisPacked
 
