@@ -149,9 +149,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         latest: bool = False,
         raws: Iterable[Any] | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Checkpoints as `list` yields them; `raws`: the backend's rows, fetched already
-        (after the thread's held writes were stored).
-        """
+        """`list`'s checkpoints; `raws`: the backend's rows fetched already (held writes stored)."""
         _, exact = split_filter(filter)
         if raws is None:
             conf = (config or {}).get("configurable", {})

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import _redis_keys as K
@@ -62,7 +62,7 @@ class Command:
 class Pipeline:
     """Send `commands` in one non-transactional pipeline; the reply is their replies."""
 
-    commands: list[Script | Command]
+    commands: Sequence[Script | Command]
 
 
 RedisFlow = Generator[Script | Command | Pipeline, Any, T]
@@ -146,7 +146,7 @@ class RedisIO:
             raise self._error(exc) from exc
         return self._replies(item.commands, replies, self.run_script)
 
-    def _replies(self, commands: list[Script | Command], replies: list[Any], rerun: Any) -> Any:
+    def _replies(self, commands: Sequence[Script | Command], replies: list[Any], rerun: Any) -> Any:
         import redis
 
         out = []
@@ -285,7 +285,7 @@ class _AsyncSide:
                 asyncio.get_running_loop().call_soon(self._flush)
             return await fut
         if isinstance(item, Pipeline) and self.store.cluster and _scripted(item):
-            return list(await asyncio.gather(*(self.send(c) for c in item.commands)))
+            return [await self.send(c) for c in item.commands]  # in order, one by one
         try:
             async with self.gate:
                 if isinstance(item, Command):
