@@ -66,10 +66,20 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
             conn.set_trace_callback(None)
         return
     if scheme == "redis":
+        import redis.asyncio.connection
         import redis.connection
 
         target: Any = redis.connection.AbstractConnection
         name = "send_packed_command"
+        # The async API sends through redis.asyncio's connections: count those requests too.
+        atarget: Any = redis.asyncio.connection.AbstractConnection
+        areal = atarget.send_packed_command
+
+        async def acounted(*args: Any, **kw: Any) -> Any:
+            bump()
+            return await areal(*args, **kw)
+
+        atarget.send_packed_command = acounted
     else:
         target, name = saver.store, "write_in"
     real = getattr(target, name)
@@ -86,6 +96,8 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
             delattr(target, name)
         else:
             setattr(target, name, real)
+        if scheme == "redis":
+            atarget.send_packed_command = areal
 
 
 def history_writes(saver: RewindSaver, config: dict[str, Any]) -> list[list[tuple[str, str]]]:
