@@ -35,6 +35,8 @@ _POOL_SIZE = 16
 """Most connections of one event loop's async client (one per node on a cluster)."""
 _MAX_BATCH = 128
 """Most queued scripts sent in one pipeline."""
+_IN_FLIGHT = 4
+"""Most pipelines of queued scripts on the wire at once (per event loop)."""
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -259,7 +261,8 @@ class _AsyncSide:
                 pool.connection_class = _packer_class()
             self.client = aredis.Redis(connection_pool=pool)
         self.queue: list[tuple[Script, asyncio.Future[Any]]] = []
-        self.flushing = False
+        self.scheduled = False  # a send of the queue is due in this turn of the loop
+        self.sending = 0  # batches on the wire
         # A cluster client's node pools refuse a connection past their size instead of
         # waiting for one: at most that many commands are on the wire at once.
         self.gate = asyncio.Semaphore(_POOL_SIZE)
@@ -280,9 +283,7 @@ class _AsyncSide:
         if isinstance(item, Script):
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self.queue.append((item, fut))
-            if not self.flushing:
-                self.flushing = True
-                asyncio.get_running_loop().call_soon(self._flush)
+            self._schedule()
             return await fut
         if isinstance(item, Pipeline) and self.store.cluster and _scripted(item):
             return [await self.send(c) for c in item.commands]  # in order, one by one
@@ -305,16 +306,26 @@ class _AsyncSide:
             out.append(r)
         return out
 
+    in_flight = _IN_FLIGHT
+
+    def _schedule(self) -> None:
+        if not self.scheduled and self.sending < self.in_flight:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
     def _flush(self) -> None:
+        self.scheduled = False
+        if not self.queue:
+            return
         batch, self.queue = self.queue[:_MAX_BATCH], self.queue[_MAX_BATCH:]
+        self.sending += 1
         task = asyncio.get_running_loop().create_task(self._send_batch(batch))
         task.add_done_callback(self._sent)
 
     def _sent(self, _: object) -> None:
+        self.sending -= 1
         if self.queue:
-            self._flush()
-        else:
-            self.flushing = False
+            self._schedule()
 
     async def _send_batch(self, batch: list[tuple[Script, asyncio.Future[Any]]]) -> None:
         import redis
