@@ -103,7 +103,8 @@ class ThreadLeases:
             try:
                 if fenced_in is not None:
                     return fenced_in(conn, name, owner, op)  # type: ignore[no-any-return]
-                check(conn, name, owner)
+                if check is not None:
+                    check(conn, name, owner)
             except LeaseLostError as exc:
                 self._mark_lost(thread_id, exc.owner)
                 raise
