@@ -9,6 +9,7 @@ savers interleaved so that a shared machine's drifting load weighs on all of the
   d  async API: 10-node graph via ainvoke, 16 in flight (invokes/s; AsyncPostgresSaver on a pool)
   e  one thread, 200 turns appending 2 messages of 120 random characters: stored bytes
      (sum of pg_column_size over the saver's rows, i.e. after TOAST compression)
+  f  metadata filter `list(None, filter=...)` across 100,000 checkpoints (10,000 threads)
 
 Usage: python benchmarks/postgres_bench.py [--quick] [--parts abcde]
        (server: $AGENTREWIND_TEST_POSTGRES, default postgresql://postgres@127.0.0.1:5432/postgres)
@@ -314,10 +315,62 @@ def part_e(url: str, turns: int) -> None:
     table(f"(e) one thread, {turns} turns x 2 random 120-char messages: stored", "kB", rows)
 
 
+def part_f(url: str, n: int) -> None:
+    """One real checkpoint per saver, copied in SQL to `n` across `n // 10` threads, each
+    with its own `user` in the metadata; then `list(None, filter=...)` matching 10 rows."""
+    pick = ("PostgresSaver", "Rewind/pg")
+    objs = {name: make() for name, make in savers(url).items() if name in pick}
+    seeds = {name: _Thread(_saver(o)) for name, o in objs.items()}
+    for t in seeds.values():
+        t.put(0)
+    copies = {
+        "PostgresSaver": """INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+            parent_checkpoint_id, type, checkpoint, metadata)
+            SELECT 'f' || (g / 10), '', lpad(g::text, 12, '0'), NULL, type, checkpoint,
+                jsonb_build_object('source', 'loop', 'step', g %% 10, 'user', 'u' || (g / 10))
+            FROM (SELECT * FROM checkpoints WHERE thread_id = 'b' LIMIT 1) c,
+                generate_series(1, %(n)s) g""",
+        "Rewind/pg": """INSERT INTO {s}.lg_checkpoints (ns, thread_id, cns, checkpoint_id,
+            parent_id, run_id, cp_type, checkpoint, versions, metadata, md_type, md_blob)
+            SELECT ns, 'f' || (g / 10), '', lpad(g::text, 12, '0'), NULL, NULL, cp_type,
+                checkpoint, versions,
+                jsonb_build_object('source', 'loop', 'step', g %% 10, 'user', 'u' || (g / 10)),
+                md_type, md_blob
+            FROM (SELECT * FROM {s}.lg_checkpoints WHERE ns = %(ns)s AND thread_id = 'b'
+                LIMIT 1) c, generate_series(1, %(n)s) g""",
+    }
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, sql in copies.items():
+            s = _saver(objs[name])
+            ns = getattr(getattr(s, "store", None), "namespace", "")
+            if name.startswith("Rewind"):
+                sql = s.store.render(sql)
+            conn.execute(sql, {"n": n, "ns": ns})
+        conn.execute("ANALYZE")
+    times: dict[str, list[float]] = {name: [] for name in objs}
+    rng = random.Random(3)
+    order = list(objs)
+    for _ in range(40):
+        user = f"u{rng.randrange(n // 10)}"
+        rng.shuffle(order)
+        for name in order:
+            s = _saver(objs[name])
+            t = time.perf_counter()
+            found = list(s.list(None, filter={"source": "loop", "user": user}))
+            times[name].append(time.perf_counter() - t)
+            assert len(found) == 10 or user == "u0", (name, len(found))
+    for o in objs.values():
+        _close(o)
+    rows: dict[str, float | None] = {name: med(v) * 1e3 for name, v in times.items()}
+    table(f"(f) metadata filter across {n:,} checkpoints (10 match)", "ms", rows)
+    ratio = (rows["Rewind/pg"] or 0) / (rows["PostgresSaver"] or 1)
+    print(f"    Rewind/pg vs PostgresSaver: x{ratio:.2f}   goal <= 2 ms")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="smaller sizes")
-    p.add_argument("--parts", default="abcde")
+    p.add_argument("--parts", default="abcdef")
     p.add_argument("--with-no-defer", action="store_true", help="also defer_writes=False")
     p.add_argument("--db-prefix", default="agentrewind_bench", help="scratch database name prefix")
     a = p.parse_args()
@@ -339,6 +392,8 @@ def main() -> None:
             part_d(url, 60 if a.quick else 200)
         if "e" in a.parts:
             part_e(url, 60 if a.quick else 200)
+        if "f" in a.parts:
+            part_f(url, 10_000 if a.quick else 100_000)
     finally:
         with psycopg.connect(SERVER, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

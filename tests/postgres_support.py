@@ -7,9 +7,11 @@ only databases this module creates are ever touched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
+from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 POSTGRES_URL = os.environ.get(
@@ -48,3 +50,30 @@ def drop_scratch_database(name: str, url: str = POSTGRES_URL) -> None:
     assert name.startswith("agentrewind_test_")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def tenant_role(url: str, schema: str) -> Iterator[str]:
+    """A LOGIN role that is neither superuser nor owner, with DML rights on `schema`'s
+    tables; yields `url` as that role. The role is dropped afterwards."""
+    import psycopg
+
+    role = f"agentrewind_test_tenant_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN NOSUPERUSER NOBYPASSRLS')
+        conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        conn.execute(
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'
+        )
+    parts = urlsplit(url)
+    netloc = f"{role}@{parts.hostname}:{parts.port or 5432}"
+    try:
+        yield urlunsplit(parts._replace(netloc=netloc))
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')

@@ -9,7 +9,12 @@ import pytest
 
 import agentrewind
 from agentrewind import StepRecord
-from agentrewind.errors import SchemaVersionError, StoreError, StoreUnavailableError
+from agentrewind.errors import (
+    LeaseLostError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+)
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
@@ -140,6 +145,9 @@ def test_no_session_state_and_opt_in_durability(postgres_url: str) -> None:
         prepared, sync = store.db.call(session_state)
         assert prepared == 0  # old PgBouncer transaction mode: nothing prepared
         assert sync == "on"  # SET LOCAL only: the session keeps the server default
+        show = [("SELECT current_setting('synchronous_commit')", None)]
+        assert store.write(show, fetch=0) == [("off",)]  # inside each write transaction
+        assert store.db.fetchall(show[0][0]) == [("on",)]  # not in reads, nor after
         assert len(store.load_steps("r")) == 10
     finally:
         store.close()
@@ -209,3 +217,44 @@ def test_cli_views_open_postgres_read_only() -> None:
             ro.close()
     finally:
         drop_scratch_database(name)
+
+
+def test_a_failed_transaction_leaves_its_connection_usable(postgres_url: str) -> None:
+    # durability=normal makes every write a two-statement pipeline (set_config first)
+    with agentrewind.connect(f"{postgres_url}?durability=normal&max_size=1", namespace=ns()) as s:
+        s.begin_run("r")
+        assert s.acquire_lease("r", "holder", 30).acquired
+        for _ in range(3):  # the one pooled connection each time
+            with pytest.raises(LeaseLostError):
+                s.put_step(rec("r", "a", 1), owner="intruder")
+            s.put_step(rec("r", "b", 2), owner="holder")
+        assert [r.key for r in s.load_steps("r")] == ["b"]
+        status = s.db.call(lambda conn: conn.info.transaction_status.name)  # type: ignore[attr-defined]
+        assert status == "IDLE"
+
+
+def test_a_journal_write_touches_the_run_row_only_when_the_order_would_change(
+    postgres_url: str,
+) -> None:
+    with agentrewind.connect(postgres_url, namespace=ns()) as s:
+        sql = s.render(
+            "SELECT xmin::text, updated_at FROM {s}.ar_runs WHERE ns = %s AND run_id = %s"
+        )  # type: ignore[attr-defined]
+
+        def row(run: str) -> tuple[str, float]:
+            return s.db.fetchone(sql, (s.namespace, run))  # type: ignore[attr-defined,no-any-return]
+
+        s.put_step(rec("a", "k1", 1))
+        first = row("a")
+        t = time.monotonic()
+        s.put_step(rec("a", "k2", 2))  # within 0.1 s, and "a" is the newest run: row left alone
+        assert row("a") == first or time.monotonic() - t > 0.09
+        s.put_step(rec("b", "k1", 1))
+        s.put_step(rec("a", "k3", 3))  # "b" is newer now: "a" is touched, the order stays exact
+        assert row("a")[1] > first[1]
+        assert [r.run_id for r in s.list_runs()] == ["a", "b"]
+        time.sleep(0.15)
+        before = row("a")
+        s.put_step(rec("a", "k4", 4))  # more than 0.1 s later: touched
+        assert row("a")[1] > before[1]
+        assert [r.key for r in s.load_steps("a")] == ["k1", "k2", "k3", "k4"]

@@ -127,8 +127,12 @@ def test_subscribe_across_processes(
         other_store.delete_run("events")
 
 
-async def test_async_writes_publish_on_redis(redis_url: str, namespace: str) -> None:
-    store = agentrewind.connect(f"{redis_url}?namespace={namespace}")
+@pytest.mark.parametrize("kind", ["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_async_writes_publish(
+    request: pytest.FixtureRequest, kind: str, namespace: str
+) -> None:
+    base = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url"}[kind])
+    store = agentrewind.connect(f"{base}?namespace={namespace}")
     tl = await Timeline.aopen("aevents", store=store)
     got: list[str] = []
     done = threading.Event()

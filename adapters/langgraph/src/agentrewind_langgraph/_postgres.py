@@ -41,6 +41,7 @@ class PostgresBackend:
         self.tombstone_ttl = tombstone_ttl
         self._sql: dict[str, Any] = {}
         self._touched: dict[str, float] = {}
+        self._known_runs: set[tuple[str, str]] = set()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.migrate()
@@ -66,6 +67,9 @@ class PostgresBackend:
         migrations = [self.store.render(m) for m in Q.MIGRATIONS]
         table = self.store.render("{s}.lg_schema_version")
         self.db.migrate(table, migrations, Q.SCHEMA_VERSION, too_new)
+        rls = Q.NAMESPACE_SETTING in self.db.settings
+        if self.db.row_security(self.store.schema, Q.RLS_TABLES, enable=rls):
+            self.db.settings[Q.NAMESPACE_SETTING] = self.ns
 
     def execute(self, op: Op[T]) -> T:
         """Run a write operation from a sync caller (a dropped connection is retried once)."""
@@ -93,18 +97,46 @@ class PostgresBackend:
         return self.db.fetchall(sql, args)  # type: ignore[no-any-return]
 
     # -- writes ------------------------------------------------------------------------------
-    def _touch_args(self, thread_id: str, now: float, ttl: float | None) -> dict[str, Any]:
-        touch = ttl is not None or now - self._touched.get(thread_id, 0.0) >= _TOUCH_EVERY
-        if touch:
-            if len(self._touched) > 10_000:
-                self._touched.clear()
-            self._touched[thread_id] = now
+    def _known(self, thread_id: str, run_id: str | None, now: float, ttl: float | None) -> bool:
+        """True when this process committed the thread's row (and this run's) moments ago.
+
+        Then a write needs neither: without a TTL the thread's `updated_at` is refreshed at
+        most every `_TOUCH_EVERY` seconds, and the (run, thread) pair once. A delete, copy or
+        purge by this process forgets the thread; one by another process leaves a tombstone,
+        which the lean statements check, and then the full statement runs.
+        """
+        if ttl is not None:
+            return False  # every write moves the expiry
+        last = self._touched.get(thread_id)
+        if last is None or now - last >= _TOUCH_EVERY:
+            return False
+        return run_id is None or (run_id, thread_id) in self._known_runs
+
+    def _remember(self, thread_id: str, run_id: str | None, now: float) -> None:
+        """After a committed write of the thread's row: the thread (and run) are known."""
+        if len(self._touched) > 10_000:
+            self._touched.clear()
+            self._known_runs.clear()
+        self._touched[thread_id] = now
+        if run_id is not None:
+            self._known_runs.add((run_id, thread_id))
+
+    def forget(self, thread_id: str | None = None) -> None:
+        """Drop what this process knows of a thread (None: of every thread)."""
+        if thread_id is None:
+            self._touched.clear()
+            self._known_runs.clear()
+            return
+        self._touched.pop(thread_id, None)
+        self._known_runs.difference_update([p for p in self._known_runs if p[1] == thread_id])
+
+    def _args(self, thread_id: str, now: float, ttl: float | None) -> dict[str, Any]:
         return {
             "ns": self.ns,
             "tid": thread_id,
             "now": now,
             "ttl": ttl,
-            "touch": touch,
+            "touch": True,
             "since": now - self.tombstone_ttl,
         }
 
@@ -114,21 +146,24 @@ class PostgresBackend:
         """The operation storing one checkpoint and its changed channels (one statement).
 
         `writes` (pending writes the saver held for the parent) are sent before it in the
-        same transaction and pipeline: one round trip, one commit.
+        same transaction and pipeline: one round trip, one commit. On a thread this process
+        wrote moments ago the statements are `PUT_KNOWN`/`PUT_WRITES_KNOWN` (no thread or
+        run row); otherwise, or when that finds a tombstone, `PUT` (also the thread's row,
+        the run's, and the tombstone rules).
         """
-        before = [
-            (self.sql("PUT_WRITES"), self._writes_args(w.thread_id, w.cns, w.checkpoint_id,
-                                                       w.rows, w.now, ttl))
+        held = [
+            self._writes_args(w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, ttl)
             for w in writes
-        ]  # fmt: skip
+        ]
         md, md_blob = row.md_text, row.md_blob
         if row.md_text is not None and "\\u0000" in row.md_text:
             md, md_blob = None, row.md_text.encode()  # jsonb cannot hold NUL: keep it aside
-        args = self._touch_args(row.thread_id, now, ttl) | {
+        tid, run = row.thread_id, row.run_id
+        args = self._args(tid, now, ttl) | {
             "cns": row.cns,
             "cid": row.checkpoint_id,
             "parent": row.parent_id,
-            "run": row.run_id,
+            "run": run,
             "cp_type": row.cp_type,
             "cp": row.checkpoint,
             "versions": json.dumps(row.versions),
@@ -139,8 +174,11 @@ class PostgresBackend:
         }
 
         def op(conn: Any) -> bool:
-            blobs, pre = list(row.blobs), before
-            for _ in range(3):
+            blobs = list(row.blobs)
+            full = not self._known(tid, run, now, ttl)
+            writes_sql = self.sql("PUT_WRITES" if full else "PUT_WRITES_KNOWN")
+            pre = [(writes_sql, a) for a in held]
+            for _ in range(4):
                 args.update(
                     b_ch=[b.channel for b in blobs],
                     b_ver=[b.version for b in blobs],
@@ -150,11 +188,19 @@ class PostgresBackend:
                     b_type=[b.type for b in blobs],
                     b_val=[b.value for b in blobs],
                 )
-                put = [*pre, (self.sql("PUT"), args)]
+                put = [*pre, (self.sql("PUT" if full else "PUT_KNOWN"), args)]
                 ok, missing = self.store.write_in(conn, put, fetch=len(put) - 1)[0]
                 pre = []  # stored: a retry sends the checkpoint alone
-                if ok or not missing:
-                    return bool(ok)
+                if ok:
+                    if full:
+                        self._remember(tid, run, now)
+                    return True
+                if not missing:
+                    if full:
+                        return False  # a late write of a deleted history
+                    self.forget(tid)  # a tombstone: the full statement decides
+                    full = True
+                    continue
                 for i in missing:  # a delta's base is gone: store that value whole
                     b = blobs[int(i) - 1]
                     blobs[int(i) - 1] = BlobRow(
@@ -177,8 +223,12 @@ class PostgresBackend:
         args = self._writes_args(thread_id, cns, cid, rows, now, ttl)
 
         def op(conn: Any) -> bool:
-            rows_ = self.store.write_in(conn, [(self.sql("PUT_WRITES"), args)], fetch=0)
-            return bool(rows_[0][0])
+            known = self._known(thread_id, None, now, ttl)
+            sql = self.sql("PUT_WRITES_KNOWN" if known else "PUT_WRITES")
+            ok = bool(self.store.write_in(conn, [(sql, args)], fetch=0)[0][0])
+            if ok and not known:
+                self._remember(thread_id, None, now)
+            return ok
 
         return op
 
@@ -191,7 +241,7 @@ class PostgresBackend:
         now: float,
         ttl: float | None,
     ) -> dict[str, Any]:
-        return self._touch_args(thread_id, now, ttl) | {
+        return self._args(thread_id, now, ttl) | {
             "cns": cns,
             "cid": cid,
             "task": [w.task_id for w in rows],
@@ -207,8 +257,13 @@ class PostgresBackend:
         args = {"ns": self.ns, "tid": thread_id, "now": now}
         statements = [(s, args) for s in self.sql("DELETE_THREAD")]
         statements.append((self.sql("SET_TOMBSTONE"), args))
-        self._touched.pop(thread_id, None)
-        return lambda conn: self.store.write_in(conn, statements) and None
+
+        def op(conn: Any) -> None:
+            self.forget(thread_id)
+            self.store.write_in(conn, statements)
+            self.forget(thread_id)  # and what a put running meanwhile learnt
+
+        return op
 
     def copy_thread_op(self, src: str, dst: str, now: float, ttl: float | None) -> Op[None]:
         """The operation copying every checkpoint, value and write of `src` to `dst`."""
@@ -216,7 +271,12 @@ class PostgresBackend:
         statements = [(s, args) for s in self.sql("DELETE_THREAD")]
         statements += [(s, args) for s in self.sql("COPY_THREAD")]
         statements += [(self.sql("CLEAR_TOMBSTONE"), args), (self.sql("TOUCH_THREAD"), args)]
-        return lambda conn: self.store.write_in(conn, statements) and None
+
+        def op(conn: Any) -> None:
+            self.store.write_in(conn, statements)
+            self.forget(dst)  # its runs are the source's now
+
+        return op
 
     def _remove_in(
         self,
@@ -258,7 +318,7 @@ class PostgresBackend:
         """The operation keeping the newest `keep_last` checkpoints per namespace."""
 
         def op(conn: Any) -> int:
-            with conn.transaction():
+            with self.db.transaction(conn):
                 return sum(self._remove_in(conn, t, keep_last=keep_last) for t in thread_ids)
 
         return op
@@ -267,7 +327,7 @@ class PostgresBackend:
         """The operation deleting the checkpoints written by `run_ids`."""
 
         def op(conn: Any) -> int:
-            with conn.transaction():
+            with self.db.transaction(conn):
                 args = {"ns": self.ns, "runs": list(run_ids)}
                 threads = [t for (t,) in conn.execute(self.sql("RUN_THREADS"), args)]
                 return sum(self._remove_in(conn, t, run_ids=set(run_ids)) for t in threads)
@@ -278,12 +338,15 @@ class PostgresBackend:
         """The operation deleting threads whose TTL ran out, and old tombstones."""
 
         def op(conn: Any) -> int:
-            with conn.transaction():
+            with self.db.transaction(conn):
                 expired = conn.execute(self.sql("EXPIRED_THREADS"), {"now": now}).fetchall()
                 for ns, thread_id in expired:
                     for statement in self.sql("DELETE_THREAD"):
                         conn.execute(statement, {"ns": ns, "tid": thread_id})
                 conn.execute(self.sql("PURGE_TOMBSTONES"), {"since": now - self.tombstone_ttl})
+            for ns, thread_id in expired:
+                if ns == self.ns:
+                    self.forget(thread_id)
             return len(expired)
 
         return op

@@ -138,8 +138,9 @@ class Store(abc.ABC):
         super().__init_subclass__(**kwargs)
         # Every method taking a run id checks it on entry, in every backend, so an id no
         # store can hold fails with a ValueError naming it, never a UnicodeEncodeError.
+        # (Inherited ones too: a backend may take its lease methods from a mixin.)
         for name in _RUN_ID_METHODS:
-            fn = cls.__dict__.get(name)
+            fn = getattr(cls, name, None)
             if fn is not None and not getattr(fn, "_checks_run_id", False):
                 setattr(cls, name, _checking_run_id(fn))
 

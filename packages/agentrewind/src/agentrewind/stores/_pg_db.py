@@ -5,8 +5,10 @@ connections and no session state: every table name is schema-qualified and nothi
 outside a transaction, so the store works behind PgBouncer in transaction mode (1.21+ keeps
 prepared statements there; `prepare_threshold=None` turns them off for older poolers).
 A logical write is a list of statements sent in one pipeline as one implicit transaction
-(committed by the pipeline's sync): one network round trip and one commit. Each such
-transaction first sets, for itself only (`set_config(..., true)`), a `lock_timeout`: a write
+(committed by the pipeline's sync; a client-side error before it sends ROLLBACK): one round
+trip and one commit. Such a transaction first sets, for itself only (`set_config(..., true)`),
+the database's `settings` (row-level security's namespace, reads too), its `write_settings`
+(`synchronous_commit`) and a `lock_timeout`: a write
 waiting on a row another transaction holds (a writer paused inside its write) fails with
 `StoreBusyError` instead of hanging, and an `idle_in_transaction_session_timeout`: the server
 ends a transaction of ours its client left idle (paused) that long, so nobody waits on it. A
@@ -18,13 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreBusyError, StoreError, StoreUnavailableError
+from ._pg_url import quote_schema, redact, split_url
 
 try:
     import psycopg
@@ -34,18 +35,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a session without 
         'the PostgreSQL store needs psycopg 3: pip install "agentrewind[postgres]"'
     ) from exc
 
-__all__ = ["PostgresDatabase", "Statement", "redact", "split_url"]
+__all__ = ["PostgresDatabase", "Statement", "quote_schema", "redact", "split_url"]
 
 T = TypeVar("T")
 log = logging.getLogger("agentrewind.stores.postgres")
 Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 """One SQL statement and its parameters."""
 
-# The settings a guarded transaction sets for itself, first (no session state: PgBouncer-safe).
-_GUARD = (
-    "SELECT set_config('lock_timeout', %s, true), "
-    "set_config('idle_in_transaction_session_timeout', %s, true)"
-)
+_GUARDS = ("lock_timeout", "idle_in_transaction_session_timeout")
 _PREPARED_ERRORS = (
     psycopg.errors.ProtocolViolation,
     psycopg.errors.InvalidSqlStatementName,
@@ -58,51 +55,6 @@ _GONE = (
     psycopg.InterfaceError,
     psycopg.errors.IdleInTransactionSessionTimeout,
 )
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
-
-
-def redact(url: str) -> str:
-    """Return `url` with any password replaced by `***`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    """The libpq URL without our query options (`ours`), and those options as keywords."""
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query))
-    found = {k: query.pop(k) for k in ours if k in query}
-    scheme = "postgresql" if parts.scheme.lower() == "postgres" else parts.scheme
-    clean = urlunsplit(parts._replace(scheme=scheme, query=urlencode(query)))
-    kwargs: dict[str, Any] = {
-        k: found[k] for k in ("namespace", "schema", "durability") if k in found
-    }
-    if "pipeline" in found:
-        kwargs["pipeline"] = found["pipeline"].lower() not in ("0", "false", "off")
-    if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
-        kwargs["connect_timeout"] = float(query["connect_timeout"])
-    for name, kind in (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float)):
-        value = found.get(name)
-        if value is None:
-            continue
-        if name == "prepare_threshold" and value.lower() in ("none", "off", ""):
-            kwargs[name] = None
-            continue
-        try:
-            kwargs[name] = kind(value)
-        except ValueError:
-            raise ValueError(f"{name} in the store URL must be a number, not {value!r}") from None
-    return clean, kwargs
-
-
-def quote_schema(schema: str) -> str:
-    """The schema name as a quoted SQL identifier; refuses anything but a plain name."""
-    if not _IDENT.match(schema):
-        raise ValueError(f"schema must be a plain SQL name (letters, digits, _), not {schema!r}")
-    return f'"{schema}"'
 
 
 class PostgresDatabase:
@@ -180,6 +132,11 @@ class PostgresDatabase:
             self.url = redact(getattr(pool, "conninfo", "") or self.url)
         self.pool: Any = pool
         self._closed = False
+        self.settings: dict[str, str] = {}
+        """Settings each transaction starts with (`set_config(name, value, true)`): local to
+        the transaction, so nothing outlives it on a pooled or PgBouncer connection."""
+        self.write_settings: dict[str, str] = {}
+        """More settings for write transactions (such as `synchronous_commit`)."""
 
     # -- errors ----------------------------------------------------------------------------
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
@@ -259,6 +216,21 @@ class PostgresDatabase:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- statements --------------------------------------------------------------------------
+    def _prefix(self, write: bool, guard: bool, local: dict[str, str] | None) -> Statement | None:
+        """The `set_config(name, value, true)` calls a transaction starts with (None: none).
+
+        Every transaction gets `settings` (e.g. the row-level-security namespace); a write
+        also `write_settings` and `local`, and, when guarded or carrying settings anyway, the
+        `lock_timeout` and `idle_in_transaction_session_timeout` (see the module docstring).
+        """
+        settings = self.settings | self.write_settings | (local or {}) if write else self.settings
+        if write and (guard or settings):
+            settings = dict(zip(_GUARDS, self._guard_args, strict=True)) | settings
+        if not settings:
+            return None
+        calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
+        return f"SELECT {calls}", [x for kv in settings.items() for x in kv]
+
     def run(self, statements: Sequence[Statement], *, fetch: int | None = None) -> list[Any]:
         """Run `statements` in one transaction (one pipeline: one round trip, one commit).
 
@@ -281,43 +253,57 @@ class PostgresDatabase:
         statements: Sequence[Statement],
         *,
         fetch: int | None = None,
+        write: bool = True,
         guard: bool = False,
         local: dict[str, str] | None = None,
     ) -> list[Any]:
-        """`run` on a connection the caller holds.
+        """`run` on a connection the caller holds (`write=False`: a read).
 
-        One statement runs alone (its own transaction) unless `guard` or `local` is given;
-        several run as one transaction that first sets `lock_timeout` and
-        `idle_in_transaction_session_timeout` (see the module docstring), plus the `local`
-        settings (e.g. `synchronous_commit`), for itself only.
+        The transaction starts with `set_config(..., true)` of its settings (`_prefix`):
+        several statements, `guard` or any setting make a write guarded by `lock_timeout`.
+        Inside a transaction the caller opened (`transaction`, `fenced_in`) they join it.
         """
-        if len(statements) == 1 and not guard and not local and conn.autocommit:
-            cur = conn.execute(*statements[0])
-            return [] if fetch is None else list(cur.fetchall())
-        sql, args = _GUARD, list(self._guard_args)
-        for name, value in (local or {}).items():
-            sql += ", set_config(%s, %s, true)"
-            args += [name, value]
-        full: list[Statement] = [(sql, args), *statements]
-        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if self.pipeline and self._conn is None and conn.autocommit and idle:
+        status = conn.info.transaction_status
+        if conn.autocommit and status != psycopg.pq.TransactionStatus.IDLE:
+            cursors = [conn.execute(q, p) for q, p in statements]
+            return [] if fetch is None else list(cursors[fetch].fetchall())
+        prefix = self._prefix(write, guard or len(statements) > 1, local)
+        full: list[Statement] = [*statements] if prefix is None else [prefix, *statements]
+        at = None if fetch is None else fetch + len(full) - len(statements)
+        if len(full) == 1 and conn.autocommit:  # a statement is its own transaction
+            cur = conn.execute(*full[0])
+            return [] if at is None else list(cur.fetchall())
+        if self.pipeline and self._conn is None and conn.autocommit:
             # An implicit transaction: the statements up to the pipeline's sync commit together
-            # or not at all (no BEGIN/COMMIT round trips, and never idle in a transaction).
+            # or not at all (no BEGIN/COMMIT: 21 us less than BEGIN..COMMIT in one pipeline).
             with conn.pipeline():
-                cursors = [conn.execute(q, p) for q, p in full]
+                try:
+                    cursors = [conn.execute(q, p) for q, p in full]
+                except BaseException:
+                    # A client-side error (a parameter psycopg cannot adapt) before the sync
+                    # would otherwise commit the statements already queued.
+                    with contextlib.suppress(Exception):
+                        conn.execute("ROLLBACK")
+                    raise
         else:
             with conn.transaction():
                 cursors = [conn.execute(q, p) for q, p in full]
-        return [] if fetch is None else list(cursors[fetch + 1].fetchall())
+        return [] if at is None else list(cursors[at].fetchall())
+
+    @contextlib.contextmanager
+    def transaction(self, conn: Any, *, write: bool = True) -> Iterator[Any]:
+        """A transaction on `conn` (the caller's) with the settings applied; `run_in` joins it."""
+        with conn.transaction():
+            prefix = self._prefix(write, True, None)
+            if prefix is not None:
+                conn.execute(*prefix)
+            yield conn
 
     def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
         """Rows of one read-only query."""
 
         def read(conn: Any) -> list[Any]:
-            if conn.autocommit:
-                return list(conn.execute(sql, params).fetchall())
-            with conn.transaction():
-                return list(conn.execute(sql, params).fetchall())
+            return self.run_in(conn, [(sql, params)], fetch=0, write=False)
 
         return self.call(read)
 
@@ -351,7 +337,8 @@ class PostgresDatabase:
         def txn(conn: Any) -> None:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
+                if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
                 row = conn.execute(f"SELECT max(version) FROM {table}").fetchone()
                 current = 0 if row is None or row[0] is None else int(row[0])
                 if current > version:
@@ -364,6 +351,38 @@ class PostgresDatabase:
                     conn.execute(f"INSERT INTO {table} (version) VALUES (%s)", (version,))
 
         self.call(txn)
+
+    def row_security(self, schema: str, tables: Sequence[str], *, enable: bool) -> bool:
+        """Whether row-level security is on for `tables` of `schema`; `enable` turns it on.
+
+        Enabling needs the tables' owner: another role gets a `StoreError` saying so.
+        """
+
+        def check(conn: Any) -> bool:
+            with conn.transaction():
+                rows = conn.execute(
+                    "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_namespace n"
+                    " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s)",
+                    (schema, list(tables)),
+                ).fetchall()
+                off = [name for name, on in rows if not on]
+                if not off or not enable:
+                    return len(off) < len(rows)
+                for name in off:
+                    try:
+                        with conn.transaction():
+                            conn.execute(
+                                f'ALTER TABLE "{schema}"."{name}" ENABLE ROW LEVEL SECURITY'
+                            )
+                    except psycopg.errors.InsufficientPrivilege as exc:
+                        raise StoreError(
+                            f"row-level security is not enabled on {schema}.{name}, and this "
+                            "role cannot enable it: open the store once with rls=1 as the "
+                            "tables' owner"
+                        ) from exc
+                return True
+
+        return self.call(check)
 
     def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
         """Deliver each `NOTIFY` payload on `channel` to `callback` from a background thread.

@@ -45,7 +45,33 @@ V1 = [
         END IF;
     END $$""",
 ]
-MIGRATIONS: list[list[str]] = [V1]
+NAMESPACE_SETTING = "agentrewind.namespace"
+"""The setting each transaction of a row-level-security store starts with (`set_config(...,
+true)`, local to the transaction); the policies below compare `ns` with it."""
+_POLICY = f"""CREATE POLICY ar_namespace ON {{s}}.{{t}}
+    USING (ns = current_setting('{NAMESPACE_SETTING}', true))
+    WITH CHECK (ns = current_setting('{NAMESPACE_SETTING}', true))"""
+RLS_TABLES = ["ar_runs", "ar_steps", "ar_heads", "ar_leases"]
+# Row-level security policies per namespace. They act only once row-level security is
+# enabled on the tables (`PostgresStore(rls=True)` does it); the tables' owner and
+# superusers bypass them, so give the application a role of its own.
+V2 = [_POLICY.replace("{t}", t) for t in RLS_TABLES] + [
+    # The lease fence: `ar_fence` and the expiry check in one call, run first in a fenced
+    # write's statement (a data-modifying CTE, FENCE_CTE) or transaction (FENCE_LIVE).
+    """CREATE OR REPLACE FUNCTION {s}.ar_fence_live(p_ns TEXT, p_run TEXT, p_owner TEXT,
+        p_now DOUBLE PRECISION) RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM {s}.ar_leases WHERE ns = p_ns AND run_id = p_run AND owner = p_owner
+            AND expires_at > p_now FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'agentrewind: lease of run % is no longer held by %', p_run, p_owner
+                USING ERRCODE = 'P0001';
+        END IF;
+    END $$""",
+]
+MIGRATIONS: list[list[str]] = [V1, V2]
+PG_SCHEMA_VERSION = len(MIGRATIONS)
+"""Version of the PostgreSQL store's tables; a newer one is refused, an older one migrated."""
 
 # A run whose TTL ran out but that `prune` has not purged yet must not come back to life when
 # its id is written again (its steps would replay). Each write that can revive a run carries
@@ -58,6 +84,8 @@ _EXPIRED = """x AS (SELECT run_id FROM {s}.ar_runs WHERE ns = %(ns)s
     dh AS (DELETE FROM {s}.ar_heads t USING x WHERE t.ns = %(ns)s AND t.run_id = x.run_id
         AND NOT (t.run_id = %(run)s AND t.branch = ANY(%(branches)s)))"""
 _GONE = "r.expires_at < excluded.updated_at"
+TOUCH_EVERY = 0.1
+"""Seconds a run's `updated_at` may lag its last journal write (see TOUCH_RUNS)."""
 
 RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
 UPSERT_RUN = f"""WITH {_EXPIRED}
@@ -70,6 +98,10 @@ INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl,
         expires_at = excluded.updated_at
             + coalesce(excluded.ttl, CASE WHEN {_GONE} THEN NULL ELSE r.ttl END)
     RETURNING {RUN_COLUMNS}"""
+# A journal write leaves the run's row alone (as on SQLite) when it was written less than
+# 0.1 s ago (1% of its TTL if that is shorter) and is still the namespace's most recently
+# updated run, so `list_runs` order is exact: the row's new version and its index entries
+# would cost more than the step. An expired run is always reset.
 TOUCH_RUNS = f"""INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at)
     SELECT %(ns)s, u, 'running', %(now)s, %(now)s FROM unnest(%(runs)s::text[]) AS u
     ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = excluded.updated_at,
@@ -77,7 +109,10 @@ TOUCH_RUNS = f"""INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at,
         created_at = CASE WHEN {_GONE} THEN excluded.created_at ELSE r.created_at END,
         metrics = CASE WHEN {_GONE} THEN '{{}}'::jsonb ELSE r.metrics END,
         ttl = CASE WHEN {_GONE} THEN NULL ELSE r.ttl END,
-        expires_at = CASE WHEN {_GONE} THEN NULL ELSE excluded.updated_at + r.ttl END"""
+        expires_at = CASE WHEN {_GONE} THEN NULL ELSE excluded.updated_at + r.ttl END
+    WHERE {_GONE} OR NOT (excluded.updated_at - r.updated_at
+            BETWEEN 0 AND least({TOUCH_EVERY}, coalesce(r.ttl / 100, {TOUCH_EVERY}))
+        AND r.updated_at >= (SELECT max(updated_at) FROM {{s}}.ar_runs WHERE ns = %(ns)s))"""
 # Adds the metrics field by field in SQL, so ending a run is one statement.
 END_RUN = """INSERT INTO {s}.ar_runs AS r (ns, run_id, status, created_at, updated_at, metrics)
     VALUES (%(ns)s, %(run)s, %(status)s, %(now)s, %(now)s, %(metrics)s::jsonb)
@@ -143,15 +178,19 @@ FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
 LOCK_LEASE = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = %(run)s FOR UPDATE"""
 LIVE_LEASE_REFUSES = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
     WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at > %(now)s AND owner <> %(dead)s"""
-
-# After `ar_fence` (which locked the lease row): an expired lease fails the fence too, by
-# calling `ar_fence` with an owner nobody has.
-EXPIRED_FENCE = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
-    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at <= %(now)s"""
 LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
 RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
     WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s
     RETURNING owner"""
+
+# Data-modifying CTEs always run, to the end, whatever the statement reads: each inserts no
+# row, but its condition calls the function (once), inside the statement's transaction.
+FENCE_CTE = """ar_fenced AS (INSERT INTO {s}.ar_leases SELECT NULL, NULL, NULL, NULL
+    WHERE {s}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s, %(ar_now)s) IS NULL)"""
+# The same fence as a transaction's first statement (PostgresStore.fenced_in).
+FENCE_LIVE = "SELECT {s}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s, %(ar_now)s)"
+NOTIFY_CTE = """ar_notified AS (INSERT INTO {s}.ar_leases SELECT NULL, NULL, NULL, NULL
+    WHERE pg_notify(%(ar_channel)s, %(ar_payload)s) IS NULL)"""
 
 
 def render(text: Any, schema: str) -> Any:

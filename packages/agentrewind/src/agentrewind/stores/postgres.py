@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _pg_sql as Q
-from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
-from ._fence import check_fence, lease_is_live, leased_error, run_status
+from ._base import Store
+from ._fence import lease_is_live, leased_error, run_status
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
+from ._pg_fence import PostgresLeases
 from ._pg_rows import run_info
 
 __all__ = ["PostgresStore"]
@@ -22,19 +23,19 @@ T = TypeVar("T")
 
 _OUR_PARAMS = (
     "namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold",
-    "lock_timeout",
+    "lock_timeout", "rls",
 )  # fmt: skip
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresLeases, Store):
     """Runs and steps in PostgreSQL tables (`ar_runs`, `ar_steps`, `ar_heads`, `ar_leases`).
 
     Every write is one statement (data-modifying CTEs), so one round trip and one
     implicit transaction; a write of several statements is sent as one pipeline. Nothing
     depends on session state, so the store works through PgBouncer in transaction mode
     (with `prepare_threshold=None` before PgBouncer 1.21). Leases are rows; a lease-checked
-    write calls the schema's `ar_fence(ns, run_id, owner)` as its first statement, in the
-    same transaction.
+    write runs the schema's `ar_fence_live(ns, run_id, owner, now)` in the same statement
+    (a CTE) or transaction (`fenced_in`); see `_pg_fence`.
 
     Args:
         url: `postgresql://user:password@host:port/dbname` (libpq parameters such as
@@ -44,8 +45,12 @@ class PostgresStore(Store):
         pool: Your own `psycopg_pool.ConnectionPool` (autocommit connections); left open.
         connection: Your own `psycopg.Connection`, used under a lock; left open.
         durability: `"full"` (default: the server's `synchronous_commit`) or `"normal"`
-            (`SET LOCAL synchronous_commit = off` per write: a server crash may lose the
-            last few hundred milliseconds of commits, never corrupts).
+            (`synchronous_commit = off` local to each write transaction: a server crash may
+            lose the last few hundred milliseconds of commits, never corrupts).
+        rls: Row-level security per namespace: enables it on the tables (needs their
+            owner, once) and starts every transaction with `set_config('agentrewind.namespace',
+            namespace, true)`, so a role that does not own the tables sees and writes only
+            its namespace. A store on tables where it is already enabled does the same.
         max_size: Most connections in the pool the store opens.
         prepare_threshold: psycopg's (default 5: statements run often are prepared, so
             their plans are reused); None never prepares (PgBouncer before 1.21, transaction
@@ -62,6 +67,9 @@ class PostgresStore(Store):
     """
 
     scheme = "postgresql"
+    notifies_in_write = True
+    """`put_steps` and `set_head` take `notify=(channel, payload)`: a NOTIFY in the write's
+    own transaction, so listeners hear of a change only when it commits."""
 
     def __init__(
         self,
@@ -78,6 +86,7 @@ class PostgresStore(Store):
         connect_timeout: float = 5.0,
         lock_timeout: float = 10.0,
         read_only: bool = False,
+        rls: bool = False,
     ) -> None:
         if durability not in ("normal", "full"):
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
@@ -96,9 +105,14 @@ class PostgresStore(Store):
         super().__init__(url=self.db.url, namespace=namespace)
         self.durability = durability
         self.read_only = read_only
+        if durability == "normal":  # per write transaction (SET LOCAL), never the session
+            self.db.write_settings["synchronous_commit"] = "off"
         self._sql: dict[str, Any] = {}
+        self._guarded: dict[tuple[str, bool, bool], str] = {}
         try:
             self._migrate()
+            if self.db.row_security(schema, Q.RLS_TABLES, enable=rls):
+                self.db.settings[Q.NAMESPACE_SETTING] = namespace
         except BaseException:
             self.db.close()
             raise
@@ -126,7 +140,7 @@ class PostgresStore(Store):
         def too_new(current: int) -> SchemaVersionError:
             return SchemaVersionError(
                 f"PostgreSQL at {self.url} (schema {self.schema!r}) has agentrewind schema "
-                f"version {current}; this agentrewind knows up to {SCHEMA_VERSION}: upgrade "
+                f"version {current}; this agentrewind knows up to {Q.PG_SCHEMA_VERSION}: upgrade "
                 "agentrewind (nothing was changed)"
             )
 
@@ -138,13 +152,19 @@ class PostgresStore(Store):
                     f"PostgreSQL at {self.url}: schema {self.schema!r} holds no agentrewind "
                     "store (no ar_schema_version table; nothing was created)"
                 )
-            if current > SCHEMA_VERSION:
+            if current > Q.PG_SCHEMA_VERSION:
                 raise too_new(current)
             return
         migrations = [Q.render(m, self._q) for m in Q.MIGRATIONS]
+
         # The version table lives in the schema, which the first migration creates.
-        self.db.call(lambda conn: conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._q}"))
-        self.db.migrate(table, migrations, SCHEMA_VERSION, too_new)
+        # (Only when missing: a role without CREATE on the database may use existing tables.)
+        def schema(conn: Any) -> None:
+            if conn.execute("SELECT to_regnamespace(%s)", (self._q,)).fetchone()[0] is None:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._q}")
+
+        self.db.call(schema)
+        self.db.migrate(table, migrations, Q.PG_SCHEMA_VERSION, too_new)
 
     def write(
         self,
@@ -180,69 +200,15 @@ class PostgresStore(Store):
         """`write` on a connection the caller holds (from `db.call`)."""
         if self.read_only:
             raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
-        local = {"synchronous_commit": "off"} if self.durability == "normal" else None
-        return self.db.run_in(conn, statements, fetch=fetch, guard=guard, local=local)
+        return self.db.run_in(conn, statements, fetch=fetch, guard=guard)
 
     # -- runs -------------------------------------------------------------------------------
-    def _fenced(
-        self, run_id: str, owner: str | None, statements: list[Statement], **kw: Any
-    ) -> Any:
-        """`write(statements)`, behind the lease fence of `owner` (None: unfenced).
-
-        The fence (`ar_fence`, the transaction's first statement) locks the lease row until
-        the commit; when it refuses, the lease and run are read to name the cause.
-        """
-        if owner is None:
-            return self.write(statements, **kw)
-        if kw.get("fetch") is not None:
-            kw["fetch"] += 2
-        live = {"ns": self.namespace, "run": run_id, "now": time.time()}
-        fence = [self.fence_statement(run_id, owner), (self.sql("EXPIRED_FENCE"), live)]
-        try:
-            return self.write([*fence, *statements], run=run_id, **kw)
-        except StoreBusyError:
-            raise
-        except StoreError as exc:
-            if "agentrewind: lease of run" not in str(exc):
-                raise
-            self._refused(run_id, owner)
-            raise
-
-    def fenced_in(self, conn: Any, run_id: str, owner: str, fn: Callable[[Any], T]) -> T:
-        """`fn(conn)`, the caller's own writes, in one transaction behind the lease fence.
-
-        For adapters whose tables live in this database (the LangGraph saver): the fence
-        locks the lease row first, so the writes commit only while `owner` holds the lease.
-
-        Raises:
-            LeaseLostError: Another owner holds the lease, or it expired or was deleted.
-        """
-        live = {"ns": self.namespace, "run": run_id, "now": time.time()}
-        fence = [self.fence_statement(run_id, owner), (self.sql("EXPIRED_FENCE"), live)]
-        try:
-            with conn.transaction():
-                self.write_in(conn, fence, guard=True)
-                return fn(conn)
-        except Exception as exc:
-            if "agentrewind: lease of run" not in str(exc):
-                raise
-            self._refused(run_id, owner)
-            raise
-
-    def _refused(self, run_id: str, owner: str) -> None:
-        """Raise the error naming why the fence refused `owner` (the lease and run, read)."""
-        now = time.time()
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        lease = None if row is None else (row[0], float(row[1]))
-        exists = self.get_run(run_id) is not None
-        check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
-
     def begin_run(
         self, run_id: str, *, ttl: float | None = None, owner: str | None = None
     ) -> RunInfo:
         args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
         args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
-        return run_info(self._fenced(run_id, owner, [(self.sql("UPSERT_RUN"), args)], fetch=0)[0])
+        return run_info(self._fenced(run_id, owner, (self.sql("UPSERT_RUN"), args), fetch=0)[0])
 
     def end_run(
         self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
@@ -254,7 +220,7 @@ class PostgresStore(Store):
             "now": time.time(),
             "metrics": json.dumps(metrics.as_dict()),
         }
-        self._fenced(run_id, owner, [(self.sql("END_RUN"), args)])
+        self._fenced(run_id, owner, (self.sql("END_RUN"), args))
 
     def get_run(self, run_id: str) -> RunInfo | None:
         row = self.db.fetchone(self.sql("GET_RUN"), (self.namespace, run_id, time.time()))
@@ -310,7 +276,7 @@ class PostgresStore(Store):
 
     def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
-        self._fenced(run_id, owner, [(self.sql("SET_TTL"), args)])
+        self._fenced(run_id, owner, (self.sql("SET_TTL"), args))
 
     def _purge_expired(self) -> int:
         rows = self.db.fetchall(self.sql("EXPIRED_RUNS"), (self.namespace, time.time()))
@@ -323,6 +289,7 @@ class PostgresStore(Store):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        notify: tuple[str, str] | None = None,
     ) -> None:
         head_run = self._heads_run(records, heads)
         if not records and not heads:
@@ -344,7 +311,7 @@ class PostgresStore(Store):
         args |= self._heads_args(head_run or "", heads if head_run is not None and heads else {})
         if owner is not None and len(runs) > 1:
             raise ValueError("a fenced put_steps writes records of one run")
-        self._fenced(runs[0], owner, [(self.sql("PUT_STEPS"), args)])
+        self._fenced(runs[0], owner, (self.sql("PUT_STEPS"), args), notify=notify)
 
     def _heads_args(self, run_id: str, heads: dict[str, str]) -> dict[str, Any]:
         return {
@@ -366,68 +333,25 @@ class PostgresStore(Store):
 
     # -- heads ------------------------------------------------------------------------------
     def set_head(
-        self, run_id: str, branch: str, step_id: str | None, *, owner: str | None = None
+        self,
+        run_id: str,
+        branch: str,
+        step_id: str | None,
+        *,
+        owner: str | None = None,
+        notify: tuple[str, str] | None = None,
     ) -> None:
         if step_id is None:
             args0 = {"ns": self.namespace, "run": run_id, "b": branch}
-            self._fenced(run_id, owner, [(self.sql("DELETE_HEAD"), args0)])
+            self._fenced(run_id, owner, (self.sql("DELETE_HEAD"), args0), notify=notify)
             return
         args: dict[str, Any] = {"runs": [run_id], "now": time.time(), "datas": []}
         args |= {"runs_of": [], "keys": [], "ids": [], "seqs": []}
         heads = args | self._heads_args(run_id, {branch: step_id})
-        self._fenced(run_id, owner, [(self.sql("PUT_STEPS"), heads)])
+        self._fenced(run_id, owner, (self.sql("PUT_STEPS"), heads), notify=notify)
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
-
-    # -- leases -----------------------------------------------------------------------------
-    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
-        dead = ""
-        for _ in range(2):
-            now = time.time()
-            args = {
-                "ns": self.namespace,
-                "run": run_id,
-                "owner": owner,
-                "until": now + ttl,
-                "now": now,
-                "dead": dead,
-            }
-            # guarded: a stale owner paused inside a write holds the lease row locked
-            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0, guard=True, run=run_id):
-                return LeaseResult((True, owner, ttl))
-            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-            if row is None:
-                continue  # released meanwhile: try again
-            holder, expires = row
-            if not lease_owner_is_dead(holder) or dead == holder:
-                return LeaseResult((False, holder, max(float(expires) - time.time(), 0.0)))
-            dead = holder
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        if row is None:
-            raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
-        return LeaseResult((False, row[0], max(float(row[1]) - time.time(), 0.0)))
-
-    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
-        now = time.time()
-        args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
-        if self.write([(self.sql("RENEW"), args)], fetch=0):
-            return LeaseResult((True, owner, ttl))
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        if row is None or float(row[1]) <= now:
-            return LeaseResult((False, "", 0.0))
-        return LeaseResult((False, row[0], float(row[1]) - now))
-
-    def release_lease(self, run_id: str, owner: str) -> None:
-        self.write([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
-
-    def fence_statement(self, run_id: str, owner: str) -> Statement:
-        """The statement that makes a write transaction fail unless `owner` holds the lease.
-
-        Put it first in a `write(...)`: the lease row is locked until the commit, and a
-        lost lease raises `StoreError` with nothing written.
-        """
-        return self.sql("FENCE"), {"ns": self.namespace, "run": run_id, "owner": owner}
 
     # -- notifications ----------------------------------------------------------------------
     def channel(self, topic: str) -> str:
@@ -443,6 +367,29 @@ class PostgresStore(Store):
         """Call `callback(payload)` for each notification on `channel`; returns `stop()`."""
         stop: Callable[[], None] = self.db.listen(channel, callback)
         return stop
+
+    async def aput_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+        notify: tuple[str, str] | None = None,
+    ) -> None:
+        """Async twin of `put_steps`."""
+        await self._in_thread(self.put_steps, records, heads=heads, owner=owner, notify=notify)
+
+    async def aset_head(
+        self,
+        run_id: str,
+        branch: str,
+        step_id: str | None,
+        *,
+        owner: str | None = None,
+        notify: tuple[str, str] | None = None,
+    ) -> None:
+        """Async twin of `set_head`."""
+        await self._in_thread(self.set_head, run_id, branch, step_id, owner=owner, notify=notify)
 
     def close(self) -> None:
         self.db.close()

@@ -23,6 +23,8 @@ __all__ = [
     "TimelineEvent",
     "has_local_subscribers",
     "is_remote",
+    "notice",
+    "notifies_in_write",
     "publish",
     "subscribe",
 ]
@@ -122,6 +124,17 @@ def is_remote(store: Store) -> bool:
     if store.scheme == "postgresql":
         return hasattr(store, "notify")
     return store.scheme == "redis" and hasattr(store, "client")
+
+
+def notifies_in_write(store: Store) -> bool:
+    """True when the store sends a change inside the write's transaction (on commit only)."""
+    return bool(getattr(store, "notifies_in_write", False))
+
+
+def notice(store: Store, event: TimelineEvent) -> tuple[str, str]:
+    """`(channel, payload)` of `event` for a store that `notifies_in_write`."""
+    payload = json.dumps(dataclasses.asdict(event), separators=(",", ":"))
+    return store.channel(event.timeline), payload  # type: ignore[attr-defined]
 
 
 def _deliver_payload(sub: Subscription, payload: str | bytes, channel: object) -> None:

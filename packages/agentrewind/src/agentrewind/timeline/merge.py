@@ -122,6 +122,7 @@ def _merge_locked(tl: TimelineBase, source: str, strategy: MergeStrategy) -> Flo
         f"Merged {source!r} into {tl.current_branch!r}",
         f"merge:{source}",
         merge_parent=theirs.id,
+        kind="merge",
     )
     tl.metrics["total_merges"] += 1
     return node

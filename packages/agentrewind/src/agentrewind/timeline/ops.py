@@ -93,9 +93,29 @@ def _ensure_run(tl: TimelineBase) -> Flow[None]:
     tl._created = True
 
 
+def _notice(
+    tl: TimelineBase, kind: str, branch: str, head: str | None, node: Checkpoint | None = None
+) -> dict[str, Any]:
+    """The keyword of an operation's last write that sends its change in the write itself.
+
+    Where the store can (PostgreSQL: a NOTIFY in the write's transaction, delivered only if
+    it commits). `head` is where `branch` points after the write (`node`, when not in the view yet).
+    """
+    if not tl._events or not _events.notifies_in_write(tl.store):
+        return {}
+    node = node or (tl._nodes.get(head) if head else None)
+    event = _events.TimelineEvent(
+        tl.name, kind, branch, head, node.hash if node else None, time.time()
+    )
+    return {"notify": _events.notice(tl.store, event)}
+
+
 def emit(tl: TimelineBase, kind: str, branch: str) -> Flow[None]:
-    """Publish a change to `subscribe`rs (a Redis `PUBLISH`, or in-process callbacks)."""
-    if not tl._events:
+    """Publish a change to `subscribe`rs (a Redis `PUBLISH`, or in-process callbacks).
+
+    A store that sends changes inside the write (`_notice`) has already sent it.
+    """
+    if not tl._events or _events.notifies_in_write(tl.store):
         return
     remote = _events.is_remote(tl.store)
     if not remote and not _events.has_local_subscribers(tl.store, tl.name):
@@ -120,6 +140,7 @@ def commit_locked(
     *,
     failed: bool = False,
     merge_parent: str | None = None,
+    kind: str = "checkpoint",
 ) -> Flow[Checkpoint]:
     """Write a checkpoint on the current branch and move its head (caller holds the lock)."""
     tree = tl.serializer.prepare(state, "state")
@@ -137,7 +158,8 @@ def commit_locked(
         tl.serializer, tl.name, seq, branch, parents, tree, meta, user_meta, description,
         logic_step, failed=failed,
     )  # fmt: skip
-    yield from _write(tl, "put_steps", ([record],), heads={branch: node.id})
+    notice = _notice(tl, kind, branch, node.id, node)
+    yield from _write(tl, "put_steps", ([record],), heads={branch: node.id}, **notice)
     tl._seq = seq
     tl._nodes[node.id] = node
     tl._heads[branch] = node.id
@@ -184,7 +206,8 @@ def _rollback_locked(
 ) -> Flow[Checkpoint]:
     target = _rollback_target(tl, steps, to_checkpoint_id)
     yield from _ensure_run(tl)
-    yield from _write(tl, "set_head", (tl.name, tl._current, target.id))
+    notice = _notice(tl, "rollback", tl._current, target.id)
+    yield from _write(tl, "set_head", (tl.name, tl._current, target.id), **notice)
     tl._heads[tl._current] = target.id
     tl.metrics["total_rollbacks"] += 1
     return target
@@ -214,7 +237,8 @@ def _branch_locked(tl: TimelineBase, name: str, from_checkpoint_id: str | None) 
     if start:
         yield from _write(tl, "set_head", (tl.name, name, start))
         tl._heads[name] = start
-    yield from _write(tl, "set_head", (tl.name, HEAD, name))
+    notice = _notice(tl, "branch", name, tl._heads.get(name))
+    yield from _write(tl, "set_head", (tl.name, HEAD, name), **notice)
     tl._current = name
     tl.metrics["total_branches"] += 1
 
@@ -234,7 +258,8 @@ def _switch_locked(tl: TimelineBase, name: str) -> Flow[None]:
             f"{', '.join(sorted(tl._branch_names()))}"
         )
     yield from _ensure_run(tl)
-    yield from _write(tl, "set_head", (tl.name, HEAD, name))
+    notice = _notice(tl, "switch", name, tl._heads.get(name))
+    yield from _write(tl, "set_head", (tl.name, HEAD, name), **notice)
     tl._current = name
 
 
@@ -251,7 +276,8 @@ def _delete_locked(tl: TimelineBase, name: str) -> Flow[None]:
     if name not in tl._heads:
         raise TimelineError(f"no branch {name!r} in timeline {tl.name!r}")
     yield from _ensure_run(tl)
-    yield from _write(tl, "set_head", (tl.name, name, None))
+    notice = _notice(tl, "delete_branch", name, None)
+    yield from _write(tl, "set_head", (tl.name, name, None), **notice)
     del tl._heads[name]
 
 

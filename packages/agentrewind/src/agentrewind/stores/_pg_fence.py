@@ -1,0 +1,178 @@
+"""The lease fence and leases of the PostgreSQL store (mixed into `PostgresStore`).
+
+One fence: `ar_fence_live(ns, run_id, owner, now)` (core migration V2) locks the lease row
+until the commit and raises unless `owner` holds an unexpired lease. A store write runs it
+as a data-modifying CTE of its own statement (`_fenced`: one statement, one round trip); an
+adapter's writes run it as their transaction's first statement (`fenced_in`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..errors import StoreBusyError, StoreError
+from ..records import RunInfo
+from . import _pg_sql as Q
+from ._base import LeaseResult, lease_owner_is_dead
+from ._fence import check_fence
+from ._pg_db import PostgresDatabase, Statement
+
+__all__ = ["PostgresLeases"]
+
+T = TypeVar("T")
+
+
+class PostgresLeases:
+    """Fenced writes and lease rows; expects the store's `db`, `namespace`, `sql`, `write`."""
+
+    db: PostgresDatabase
+    namespace: str
+    url: str
+    read_only: bool
+    _guarded: dict[tuple[str, bool, bool], str]
+
+    def sql(self, name: str) -> Any:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def render(self, text: Any) -> Any:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def write(  # pragma: no cover - the store's
+        self,
+        statements: Sequence[Statement],
+        *,
+        fetch: int | None = None,
+        guard: bool = False,
+        run: str | None = None,
+    ) -> list[Any]:
+        raise NotImplementedError
+
+    def get_run(self, run_id: str) -> RunInfo | None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _fenced(
+        self,
+        run_id: str,
+        owner: str | None,
+        statement: tuple[str, dict[str, Any]],
+        *,
+        notify: tuple[str, str] | None = None,
+        fetch: int | None = None,
+    ) -> Any:
+        """`write([statement])` behind the lease fence of `owner` (None: unfenced).
+
+        With the fence and an optional NOTIFY it is still one statement: one round trip, no
+        BEGIN/COMMIT. The fence (`ar_fence_live`, run by a data-modifying CTE, which always
+        runs) locks the lease row until the commit, and raises, rolling the statement back,
+        unless `owner` holds an unexpired lease; then the lease and run are read to name
+        the cause.
+        """
+        sql, args = statement
+        key = (sql, owner is not None, notify is not None)
+        text = self._guarded.get(key)
+        if text is None:
+            ctes = [Q.FENCE_CTE] if owner is not None else []
+            ctes += [Q.NOTIFY_CTE] if notify is not None else []
+            head = sql.lstrip()
+            if ctes and head[:5].upper() == "WITH ":
+                text = f"WITH {', '.join(ctes)}, {head[5:]}"
+            else:
+                text = f"WITH {', '.join(ctes)} {head}" if ctes else sql
+            text = self._guarded[key] = self.render(text)
+        args = dict(args)
+        if notify is not None:
+            args |= {"ar_channel": notify[0], "ar_payload": notify[1]}
+        if owner is None:
+            return self.write([(text, args)], fetch=fetch)
+        args |= {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner}
+        args["ar_now"] = time.time()
+        try:  # guarded: the fence waits on the lease row, which a taker mid-write holds
+            return self.write([(text, args)], fetch=fetch, guard=True, run=run_id)
+        except StoreBusyError:
+            raise
+        except StoreError as exc:
+            if "agentrewind: lease of run" not in str(exc):
+                raise
+            self._refused(run_id, owner)
+            raise
+
+    def fenced_in(self, conn: Any, run_id: str, owner: str, fn: Callable[[Any], T]) -> T:
+        """`fn(conn)`, the caller's own writes, in one transaction behind the lease fence.
+
+        For adapters whose tables live in this database (the LangGraph saver): the fence
+        locks the lease row first, so the writes commit only while `owner` holds the lease.
+
+        Raises:
+            LeaseLostError: Another owner holds the lease, or it expired or was deleted.
+        """
+        if self.read_only:
+            raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
+        try:  # settings (lock_timeout, durability, namespace) first, then the fence
+            with self.db.transaction(conn):
+                conn.execute(*self.fence_statement(run_id, owner))
+                return fn(conn)
+        except Exception as exc:
+            if "agentrewind: lease of run" not in str(exc):
+                raise
+            self._refused(run_id, owner)
+            raise
+
+    def _refused(self, run_id: str, owner: str) -> None:
+        """Raise the error naming why the fence refused `owner` (the lease and run, read)."""
+        now = time.time()
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        lease = None if row is None else (row[0], float(row[1]))
+        exists = self.get_run(run_id) is not None
+        check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        dead = ""
+        for _ in range(2):
+            now = time.time()
+            args = {
+                "ns": self.namespace,
+                "run": run_id,
+                "owner": owner,
+                "until": now + ttl,
+                "now": now,
+                "dead": dead,
+            }
+            # guarded: a stale owner paused inside a write holds the lease row locked
+            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0, guard=True, run=run_id):
+                return LeaseResult((True, owner, ttl))
+            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+            if row is None:
+                continue  # released meanwhile: try again
+            holder, expires = row
+            if not lease_owner_is_dead(holder) or dead == holder:
+                return LeaseResult((False, holder, max(float(expires) - time.time(), 0.0)))
+            dead = holder
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        if row is None:
+            raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
+        return LeaseResult((False, row[0], max(float(row[1]) - time.time(), 0.0)))
+
+    def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        now = time.time()
+        args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
+        if self.write([(self.sql("RENEW"), args)], fetch=0):
+            return LeaseResult((True, owner, ttl))
+        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
+        if row is None or float(row[1]) <= now:
+            return LeaseResult((False, "", 0.0))
+        return LeaseResult((False, row[0], float(row[1]) - now))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        self.write([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
+
+    def fence_statement(self, run_id: str, owner: str) -> Statement:
+        """The statement that makes a write transaction fail unless `owner` holds the lease.
+
+        Put it first in a `write(...)`: the lease row is locked until the commit, and a lost
+        or expired lease raises `StoreError` with nothing written (`ar_fence_live`, the
+        same fence `_fenced` runs as a CTE and `fenced_in` as the transaction's start).
+        """
+        args = {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner, "ar_now": time.time()}
+        return self.sql("FENCE_LIVE"), args

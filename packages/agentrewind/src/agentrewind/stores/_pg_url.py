@@ -1,0 +1,57 @@
+"""PostgreSQL store URLs: our query options split from libpq's, passwords redacted, schema names."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+__all__ = ["quote_schema", "redact", "split_url"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+
+
+def redact(url: str) -> str:
+    """Return `url` with any password replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The libpq URL without our query options (`ours`), and those options as keywords."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    found = {k: query.pop(k) for k in ours if k in query}
+    scheme = "postgresql" if parts.scheme.lower() == "postgres" else parts.scheme
+    clean = urlunsplit(parts._replace(scheme=scheme, query=urlencode(query)))
+    kwargs: dict[str, Any] = {
+        k: found[k] for k in ("namespace", "schema", "durability") if k in found
+    }
+    for flag in ("pipeline", "rls"):
+        if flag in found:
+            kwargs[flag] = found[flag].lower() not in ("0", "false", "off", "no")
+    if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
+        kwargs["connect_timeout"] = float(query["connect_timeout"])
+    for name, kind in (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float)):
+        value = found.get(name)
+        if value is None:
+            continue
+        if name == "prepare_threshold" and value.lower() in ("none", "off", ""):
+            kwargs[name] = None
+            continue
+        try:
+            kwargs[name] = kind(value)
+        except ValueError:
+            raise ValueError(f"{name} in the store URL must be a number, not {value!r}") from None
+    return clean, kwargs
+
+
+def quote_schema(schema: str) -> str:
+    """The schema name as a quoted SQL identifier; refuses anything but a plain name."""
+    if not _IDENT.match(schema):
+        raise ValueError(f"schema must be a plain SQL name (letters, digits, _), not {schema!r}")
+    return f'"{schema}"'
