@@ -258,3 +258,18 @@ def test_a_journal_write_touches_the_run_row_only_when_the_order_would_change(
         s.put_step(rec("a", "k4", 4))  # more than 0.1 s later: touched
         assert row("a")[1] > before[1]
         assert [r.key for r in s.load_steps("a")] == ["k1", "k2", "k3", "k4"]
+
+
+def test_a_client_side_error_mid_pipeline_writes_nothing(postgres_url: str) -> None:
+    """A parameter psycopg cannot send, after statements already queued: all rolled back."""
+    with agentrewind.connect(postgres_url, namespace=ns(), max_size=1) as s:
+        s.begin_run("r")
+        sql = s.render(  # type: ignore[attr-defined]
+            "UPDATE {s}.ar_runs SET status = %s WHERE ns = %s AND run_id = 'r'"
+        )
+        with pytest.raises(UnicodeEncodeError):
+            s.write([(sql, ("ended", s.namespace)), (sql, ("bad\ud800", s.namespace))])  # type: ignore[attr-defined]
+        info = s.get_run("r")
+        assert info is not None and info.status != "ended"  # the first UPDATE rolled back too
+        status = s.db.call(lambda conn: conn.info.transaction_status.name)  # type: ignore[attr-defined]
+        assert status == "IDLE"
