@@ -119,7 +119,7 @@ def test_old_key_layout_is_refused_then_migrated(redis_url: str) -> None:
         assert [r.run_id for r in migrated.list_runs()] == ["r}1"]
         assert not migrated.acquire_lease("r}1", "intruder", 1.0).acquired  # lease moved too
         migrated.close()
-        assert client.get(f"{prefix}:schema_version") == b"2"  # old processes now refuse
+        assert client.get(f"{prefix}:schema_version") == b"3"  # old processes now refuse
         again = agentrewind.connect(url)  # marked: no flag needed now
         assert [r.output for r in again.load_steps("r}1")] == ["kept"]
         again.close()

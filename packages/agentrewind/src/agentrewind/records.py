@@ -9,7 +9,15 @@ from typing import Any, Literal
 
 from .errors import CorruptRecordError, SchemaVersionError
 
-__all__ = ["RECORD_FORMAT", "RunInfo", "RunMetrics", "StepIndex", "StepRecord", "StepStatus"]
+__all__ = [
+    "INDEX_FROM",
+    "RECORD_FORMAT",
+    "RunInfo",
+    "RunMetrics",
+    "StepIndex",
+    "StepRecord",
+    "StepStatus",
+]
 
 StepStatus = Literal["started", "completed", "failed"]
 
@@ -132,6 +140,9 @@ def _bad_field(r: StepRecord) -> str:
             return name
     return ""
 
+
+INDEX_FROM = 2_000
+"""Runs with this many steps open from a `StepIndex`; shorter ones are decoded at once."""
 
 Site = tuple[str, str, bool]
 """`(kind, name, replayable)` of a recorded call; one shared tuple per distinct value."""

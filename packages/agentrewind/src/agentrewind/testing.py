@@ -20,13 +20,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import pytest
@@ -143,6 +144,49 @@ class StoreConformance(FencingContract):
         )
         assert store.list_runs(limit=1)[0].run_id == "r1"
         assert store.get_run("nope") is None
+
+    def test_list_runs_order_and_limit_follow_every_kind_of_write(self, store: Store) -> None:
+        writes: list[Callable[[str], object]] = [
+            lambda r: store.put_step(rec(r, "b", 2)),
+            lambda r: store.end_run(r, "completed", RunMetrics(steps=1)),
+            lambda r: store.set_head(r, "main", "id-a"),
+            lambda r: store.set_ttl(r, 3600),
+            lambda r: store.begin_run(r),
+        ]
+        for i in range(6):
+            store.begin_run(f"r{i}")
+            store.put_step(rec(f"r{i}", "a", 1))
+            time.sleep(0.003)
+        newest = [f"r{i}" for i in reversed(range(6))]
+        assert [r.run_id for r in store.list_runs(limit=3)] == newest[:3]
+        for i, write in enumerate(writes):  # each write moves its run to the top
+            time.sleep(0.003)
+            write(f"r{i}")
+            newest.remove(f"r{i}")
+            newest.insert(0, f"r{i}")
+            assert [r.run_id for r in store.list_runs(limit=2)] == newest[:2]
+        runs = store.list_runs()
+        assert [r.run_id for r in runs] == newest
+        assert all(a.updated_at >= b.updated_at for a, b in itertools.pairwise(runs))
+        store.delete_run("r4")
+        assert [r.run_id for r in store.list_runs(limit=2)] == [r for r in newest if r != "r4"][:2]
+        assert store.list_runs(limit=0) == []
+
+    def test_prune_deletes_many_runs_and_keeps_the_newest(self, store: Store) -> None:
+        for i in range(40):
+            store.begin_run(f"r{i:02d}")
+            store.put_step(rec(f"r{i:02d}", "a", 1))
+        time.sleep(0.003)
+        for i in (3, 39, 38):  # written last: the three newest
+            store.put_step(rec(f"r{i:02d}", "b", 2))
+            time.sleep(0.003)
+        assert store.acquire_lease("r10", "owner-live", 30).acquired
+        result = store.prune(keep_last=3)
+        assert result == 36 and result.skipped == ("r10",)
+        assert [r.run_id for r in store.list_runs()] == ["r38", "r39", "r03", "r10"]
+        assert store.load_steps("r00") == [] and store.get_run("r00") is None
+        assert [r.key for r in store.load_steps("r03")] == ["a", "b"]
+        assert store.prune(keep_last=0, force=True) == 4 and store.list_runs() == []
 
     def test_delete_run_removes_everything(self, store: Store) -> None:
         store.begin_run("r")

@@ -53,6 +53,8 @@ def _redis_class() -> Any:
                     f"Redis at {self.url} (prefix {self.prefix!r}) has schema version "
                     f"{int(raw)}; this agentrewind knows up to {K.REDIS_SCHEMA_VERSION}"
                 )
+            layout = self.client.get(K.namespace_key(self.prefix, self.namespace, "layout"))
+            self.by_update = int(layout or 0) >= 3  # else list_runs reads and sorts them all
             if holds_layout_1(self.client, self.prefix, self.namespace):
                 raise SchemaVersionError(
                     f"Redis at {self.url}: namespace {self.namespace!r} holds runs stored with "

@@ -239,30 +239,22 @@ class Store(abc.ABC):
         Raises:
             ValueError: `keep_last` or `older_than` is negative (it would delete every run).
         """
-        import time
+        from ._prune import due_runs
 
-        from ..errors import RunLockedError
-
-        if keep_last is not None and keep_last < 0:
-            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
-        if older_than is not None and older_than < 0:
-            raise ValueError(f"older_than must be 0 or more seconds, not {older_than}")
-        runs = self.list_runs(limit=1_000_000)
-        now = time.time()
-        doomed = []
-        for i, run in enumerate(runs):
-            if (keep_last is not None and i >= keep_last) or (
-                older_than is not None and now - run.updated_at > older_than
-            ):
-                doomed.append(run.run_id)
+        doomed = due_runs(self, keep_last, older_than)
         deleted = self._purge_expired()
-        skipped: list[str] = []
-        for run_id in doomed:
-            try:
-                deleted += self.delete_run(run_id, force=force)
-            except RunLockedError:
-                skipped.append(run_id)
-        return PruneResult(deleted, tuple(skipped))
+        removed, skipped = self._delete_many(doomed, force=force) if doomed else (0, [])
+        return PruneResult(deleted + removed, tuple(skipped))
+
+    def _delete_many(self, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
+        """Delete runs as `delete_run` does, in batches where the backend can.
+
+        Returns:
+            How many were deleted, and the ones skipped because a live process leases them.
+        """
+        from ._prune import delete_each
+
+        return delete_each(self, run_ids, force)
 
     def _purge_expired(self) -> int:
         return 0

@@ -178,6 +178,14 @@ FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
 LOCK_LEASE = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = %(run)s FOR UPDATE"""
 LIVE_LEASE_REFUSES = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
     WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at > %(now)s AND owner <> %(dead)s"""
+
+# The same for the runs of a bulk delete (`prune`).
+LOCK_LEASES = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)
+    FOR UPDATE"""
+LIVE_LEASES_REFUSE = """SELECT {s}.ar_fence(%(ns)s, run_id, '') FROM {s}.ar_leases
+    WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND expires_at > %(now)s
+    AND NOT (owner = ANY(%(dead)s::text[]))"""
+
 LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
 RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
     WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s

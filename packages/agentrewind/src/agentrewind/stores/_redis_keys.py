@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 SCHEMA_KEY = "{prefix}:schema_version"
-REDIS_SCHEMA_VERSION = 2
+REDIS_SCHEMA_VERSION = 3
 """Key layout: 1 put raw `{namespace}` and `{id}` in keys (collisions, broken slots); 2 encodes
-them (`id_base`). Tracked per namespace; see `_redis_migrate`."""
+them (`id_base`); 3 scores the runs index by update time (each write moves its run), so
+`list_runs` reads a page of it. Tracked per namespace; see `_redis_migrate`."""
 
 
 def encode_part(text: str) -> str:
@@ -66,7 +67,13 @@ class RunKeys:
 
 
 def runs_index(prefix: str, namespace: str) -> str:
-    """The sorted set of a namespace's run ids, scored by creation time."""
+    """The sorted set of a namespace's run ids, scored by last update (layout 3).
+
+    Each write script moves its run in it atomically when it is passed as KEYS[7] (a single
+    Redis); on a Cluster it lives in another slot than the run, so the store updates it with
+    its own ZADD right after the write. Runs that expired (TTL) leave members behind: readers
+    skip them and remove them with `DROP_GONE`.
+    """
     return namespace_key(prefix, namespace, "runs")
 
 
@@ -76,7 +83,8 @@ FENCE_MARK = "AGENTREWIND_FENCE"
 def _fence(needs_run: bool) -> str:
     """Lua prelude of a fenced write: KEYS[6] is the lease, ARGV[1] the writer ('' unfenced).
 
-    ARGV[1] is removed, so the script's own arguments keep their numbers. A failed check
+    ARGV[2] is the run id to move in the runs index KEYS[7] ('' when the caller does it: on a
+    Cluster). Both are removed, so the script's own arguments keep their numbers. A failed check
     aborts the script with an error `FENCE_MARK<TAB>holder<TAB>pttl<TAB>run exists`.
     """
     check_run = (
@@ -89,6 +97,7 @@ def _fence(needs_run: bool) -> str:
     )
     return f"""
 local owner = table.remove(ARGV, 1)
+local member = table.remove(ARGV, 1)
 if owner ~= '' then
   local holder = redis.call('GET', KEYS[6])
   local exists = redis.call('EXISTS', KEYS[4])
@@ -114,6 +123,7 @@ _TOUCH = """
 redis.call('HSETNX', KEYS[4], 'created_at', ARGV[1])
 redis.call('HSETNX', KEYS[4], 'status', 'running')
 redis.call('HSET', KEYS[4], 'updated_at', ARGV[1])
+if member ~= '' then redis.call('ZADD', KEYS[7], ARGV[1], member) end
 """
 
 # KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now, n_heads,
@@ -213,14 +223,29 @@ if not cur then return {0, '', 0} end
 return {0, cur, redis.call('PTTL', KEYS[1])}
 """
 
-# KEYS: every key of a run, the lease last. ARGV[1]: '1' to delete whatever holds the lease,
-# else the lease holder the caller judged dead ('' for none). Returns {deleted, holder, pttl}.
+# KEYS: every key of a run (the lease at KEYS[6]), then the runs index (optional, see
+# `runs_index`). ARGV[1]: '1' to delete whatever holds the lease, else the lease holder the
+# caller judged dead ('' for none); ARGV[3]: the run id. Returns {deleted, holder, pttl}.
 DELETE_RUN = """
-local cur = redis.call('GET', KEYS[#KEYS])
+local cur = redis.call('GET', KEYS[6])
 if ARGV[1] == '1' or (not cur) or cur == ARGV[2] then
-  return {redis.call('DEL', unpack(KEYS)), '', 0}
+  if #KEYS > 6 then redis.call('ZREM', KEYS[7], ARGV[3]) end
+  return {redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]), '', 0}
 end
-return {-1, cur, redis.call('PTTL', KEYS[#KEYS])}
+return {-1, cur, redis.call('PTTL', KEYS[6])}
+"""
+
+# KEYS[1]: the runs index. ARGV: (run id, score read) pairs of runs found gone (expired).
+# A member is removed only if its score is unchanged: a run written again since stays.
+DROP_GONE = """
+local n = 0
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
+    n = n + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return n
 """
 
 RELEASE_LEASE = """

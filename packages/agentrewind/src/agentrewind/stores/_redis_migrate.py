@@ -1,4 +1,4 @@
-"""Key layout versions of a Redis namespace, and moving one from layout 1 to layout 2.
+"""Key layout versions of a Redis namespace, and moving one from layout 1 or 2 to layout 3.
 
 Layout 1 (agentrewind 0.1) built keys from raw ids: `PREFIX:NS:run:{ID}:part` and, for the
 LangGraph saver, `PREFIX:NS:lg:{ID}:part`, with the namespace's indexes at `PREFIX:NS:runs` and
@@ -10,10 +10,16 @@ or threads whose layout-1 keys exist, it holds old data and must be migrated; ot
 marked 2. The migration reads the indexes (the only unambiguous names of layout 1), copies each
 listed run's and thread's keys to their layout-2 names (DUMP/RESTORE keeps their expiry and
 works across Cluster slots) and deletes the old ones. Keys no index names were unreachable by
-any reader already and are left to expire. It then sets the prefix's schema version to 2, so
+any reader already and are left to expire. It then sets the prefix's schema version to 3, so
 processes of the old version refuse to open the store instead of writing layout-1 keys.
 
 Writers of the old version must be stopped first: a key they write after its move is not seen.
+
+Layout 3 scores the runs index by each run's last update instead of its creation. Opening a
+namespace of layout 2 rescores its index from the run hashes (`_redis_runs.backfill`; no
+flag needed: nothing moves) and, if it held runs, sets the prefix's schema version to 3, so
+processes of layout 2 (which would leave their writes at a stale place in the index) refuse
+to open it: upgrade them too.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 from ..errors import SchemaVersionError
 from . import _redis_keys as K
+from ._redis_runs import backfill
 
 # family segment -> (index name after the namespace, a part every id of the family has)
 _FAMILIES = {"run": ("runs", "run"), "lg": ("lg:threads", "th")}
@@ -56,10 +63,11 @@ def check_layout(client: Any, prefix: str, namespace: str, *, migrate: bool, whe
             another process has held the migration lock for too long.
     """
     layout_key = K.namespace_key(prefix, namespace, "layout")
-    if int(client.get(layout_key) or 0) >= K.REDIS_SCHEMA_VERSION:
+    layout = int(client.get(layout_key) or 0)
+    if layout >= K.REDIS_SCHEMA_VERSION:
         return
-    if not holds_layout_1(client, prefix, namespace):
-        client.set(layout_key, K.REDIS_SCHEMA_VERSION)
+    if layout >= 2 or not holds_layout_1(client, prefix, namespace):
+        _rescore(client, prefix, namespace)
         return
     if not migrate:
         raise SchemaVersionError(
@@ -92,11 +100,21 @@ def migrate_namespace(client: Any, prefix: str, namespace: str, where: str) -> i
             _move_family(client, keys, prefix, namespace, family, index)
             for family, (index, _) in _FAMILIES.items()
         )
+        backfill(client, prefix, namespace)
         client.set(layout_key, K.REDIS_SCHEMA_VERSION)
         client.set(K.SCHEMA_KEY.format(prefix=prefix), K.REDIS_SCHEMA_VERSION)
         return moved
     finally:
         client.delete(lock)
+
+
+def _rescore(client: Any, prefix: str, namespace: str) -> None:
+    """Layout 2 to 3: score the runs index by update time, then mark the namespace."""
+    if backfill(client, prefix, namespace):
+        schema = K.SCHEMA_KEY.format(prefix=prefix)
+        if int(client.get(schema) or 0) < K.REDIS_SCHEMA_VERSION:
+            client.set(schema, K.REDIS_SCHEMA_VERSION)  # layout-2 writers now refuse
+    client.set(K.namespace_key(prefix, namespace, "layout"), K.REDIS_SCHEMA_VERSION)
 
 
 def _move_family(

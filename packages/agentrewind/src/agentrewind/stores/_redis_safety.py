@@ -89,7 +89,8 @@ def delete_run(store: Any, run_id: str, keys: list[str], force: bool) -> bool:
     """Delete a run's keys in one script unless a live process holds its lease (or `force`)."""
     dead = ""
     for _ in range(3):
-        deleted, holder, pttl = store.run_script("DELETE_RUN", keys, ["1" if force else "", dead])
+        args = ["1" if force else "", dead, run_id]
+        deleted, holder, pttl = store.run_script("DELETE_RUN", keys, args)
         if deleted >= 0:
             return bool(deleted)
         holder = holder.decode() if isinstance(holder, bytes) else holder

@@ -183,6 +183,7 @@ class MemoryStore(Store):
                 run.heads.pop(branch, None)
             else:
                 run.heads[branch] = step_id
+                self._touch(run, time.time())  # as every store does: the run moves up
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         with self._lock:

@@ -265,6 +265,34 @@ class PostgresStore(PostgresLeases, Store):
                     raise
         raise StoreBusyError(f"run {run_id!r}: its lease kept changing; not deleted, try again")
 
+    def _delete_many(self, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
+        if force:
+            return self._delete_runs(run_ids), []
+        # One query for the leases, then one transaction deletes the rest, checking them again
+        # as `delete_run` does (lease rows locked, a live one refuses the whole transaction).
+        rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, run_ids))
+        now = time.time()
+        leases = {r: (str(owner), float(until)) for r, owner, until in rows}
+        skipped = [r for r in run_ids if r in leases and lease_is_live(leases[r], now)]
+        doomed = [r for r in run_ids if r not in set(skipped)]
+        if not doomed:
+            return 0, skipped
+        dead = [leases[r][0] for r in doomed if r in leases and leases[r][1] > now]
+        check = {"ns": self.namespace, "runs": doomed, "now": now, "dead": dead}
+        statements = [(self.sql(n), check) for n in ("LOCK_LEASES", "LIVE_LEASES_REFUSE")]
+        statements += [(s, check) for s in self.sql("DELETE_RUN")]
+        try:
+            return len(self.write(statements, fetch=len(statements) - 1, guard=True)), skipped
+        except StoreBusyError:
+            raise
+        except StoreError as exc:
+            if "agentrewind: lease of run" not in str(exc):
+                raise
+        from ._prune import delete_each  # a lease was taken meanwhile: run by run
+
+        deleted, more = delete_each(self, doomed, False)
+        return deleted, skipped + more
+
     def _delete_runs(self, runs: list[str], *, check: dict[str, Any] | None = None) -> int:
         args = {"ns": self.namespace, "runs": runs}
         statements = [(s, args) for s in self.sql("DELETE_RUN")]

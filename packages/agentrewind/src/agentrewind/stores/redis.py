@@ -10,13 +10,13 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
 from . import _redis_keys as K
 from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
-from ._fence import run_status
 from ._redis_io import RedisIO
 from ._redis_migrate import check_layout
+from ._redis_runs import delete_many, list_page, load_index, run_info
 from ._redis_safety import warn_if_volatile
 
 try:
@@ -122,10 +122,13 @@ class RedisStore(RedisIO, Store):
                         "RENEW_LEASE",
                         "RELEASE_LEASE",
                         "DELETE_RUN",
+                        "DROP_GONE",
                     )
                 }
             )
             self._key_cache: dict[str, K.RunKeys] = {}
+            self.runs_index = K.runs_index(prefix, self.namespace)
+            self.by_update = True  # the runs index is scored by update time (layout 3)
             try:
                 self._check_schema()
                 warn_if_volatile(self.client, self.url, persistence_warning)
@@ -203,8 +206,22 @@ class RedisStore(RedisIO, Store):
     def _fenced(
         self, name: str, run_id: str, owner: str | None, args: list[Any], now: float
     ) -> Any:
-        """Run a fenced write script of one run (see `_redis_keys._fence`)."""
-        return safety.run_fenced(self, name, run_id, self._keys(run_id).all(), owner, args, now)
+        """Run a fenced write script of one run (see `_redis_keys._fence`).
+
+        The script moves the run to the top of the runs index (on a Cluster, a ZADD after it).
+        """
+        keys = self._keys(run_id).all()
+        if not self.cluster:
+            keys = [*keys, self.runs_index]
+            return safety.run_fenced(self, name, run_id, keys, owner, [run_id, *args], now)
+        result = safety.run_fenced(self, name, run_id, keys, owner, ["", *args], now)
+        self._call(lambda: self.client.zadd(self.runs_index, {run_id: now}))
+        return result
+
+    def delete_keys(self, run_id: str) -> list[str]:
+        """The keys of the `DELETE_RUN` script: the run's, and the runs index unless a Cluster."""
+        keys = self._keys(run_id).all()
+        return keys if self.cluster else [*keys, self.runs_index]
 
     def _keys(self, run_id: str) -> K.RunKeys:
         keys = self._key_cache.get(run_id)
@@ -240,10 +257,8 @@ class RedisStore(RedisIO, Store):
             safety.check_alive(self)
         now = time.time()
         raw = self._fenced("BEGIN_RUN", run_id, owner, [now, ttl_ms, "running"], now)
-        index = K.runs_index(self.prefix, self.namespace)
-        self._call(lambda: self.client.zadd(index, {run_id: time.time()}, nx=True))
         it = iter(raw)
-        return _run_info(run_id, dict(zip(it, it, strict=True)))
+        return run_info(run_id, dict(zip(it, it, strict=True)))
 
     def end_run(
         self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
@@ -258,36 +273,19 @@ class RedisStore(RedisIO, Store):
             pipe.hgetall(keys.run)
             pipe.get(keys.lease)
             raw, holder = pipe.execute()
-        return _run_info(run_id, raw, holder) if raw else None
+        return run_info(run_id, raw, holder) if raw else None
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
-        index = K.runs_index(self.prefix, self.namespace)
-        ids = [i.decode() for i in self._call(lambda: self.client.zrange(index, 0, -1))]
-        infos: list[RunInfo] = []
-        gone: list[str] = []
-        # Per-run hashes live in different slots on a cluster, so fetch them one by one in a
-        # non-transactional pipeline (the client splits it per node).
-        with self.translate_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for run_id in ids:
-                keys = self._keys(run_id)
-                pipe.hgetall(keys.run)
-                pipe.get(keys.lease)
-            results = pipe.execute()
-        for run_id, raw, holder in zip(ids, results[::2], results[1::2], strict=True):
-            if raw:
-                infos.append(_run_info(run_id, raw, holder))
-            else:
-                gone.append(run_id)
-        if gone:
-            self._call(lambda: self.client.zrem(index, *gone))
-        infos.sort(key=lambda r: r.updated_at, reverse=True)
-        return infos[:limit]
+        return list_page(self, limit, by_update=self.by_update)
 
     def delete_run(self, run_id: str, *, force: bool = False) -> bool:
-        deleted = safety.delete_run(self, run_id, self._keys(run_id).all(), force)
-        self._call(lambda: self.client.zrem(K.runs_index(self.prefix, self.namespace), run_id))
+        deleted = safety.delete_run(self, run_id, self.delete_keys(run_id), force)
+        if self.cluster:  # the index lives in another slot: see `_redis_keys.runs_index`
+            self._call(lambda: self.client.zrem(self.runs_index, run_id))
         return deleted
+
+    def _delete_many(self, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
+        return delete_many(self, run_ids, force)
 
     def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         ttl_ms = "" if ttl is None else str(max(int(ttl * 1000), 1))
@@ -327,6 +325,13 @@ class RedisStore(RedisIO, Store):
         ]
         records.sort(key=lambda r: r.seq)
         return records
+
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        return load_index(self, run_id)
+
+    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
+        data = self._call(lambda: self.client.hget(self._keys(run_id).steps, key))
+        return None if data is None else StepRecord.decode(data, where=f"run {run_id!r} {key!r}")
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         keys = self._keys(run_id)
@@ -405,28 +410,3 @@ def _close_client(client: Any) -> None:
             if node.redis_connection is not None:
                 node.redis_connection.connection_pool.disconnect()
     client.close()
-
-
-def _run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -> RunInfo:
-    """A run hash as `RunInfo`; with its lease `holder` (None: none), a dead owner's `crashed`."""
-
-    def get(name: str) -> str | None:
-        value = raw.get(name.encode())
-        return None if value is None else value.decode()
-
-    updated = float(get("updated_at") or 0)
-    status = get("status") or "running"
-    if holder != b"":
-        lease = None if holder is None else (holder.decode(), float("inf"))
-        status = run_status(status, lease, updated)
-    ttl_ms = get("ttl_ms")
-    metrics_text = get("metrics")
-    metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
-    return RunInfo(
-        run_id=run_id,
-        status=status,
-        created_at=float(get("created_at") or updated),
-        updated_at=updated,
-        expires_at=updated + int(ttl_ms) / 1000 if ttl_ms else None,
-        metrics=metrics,
-    )

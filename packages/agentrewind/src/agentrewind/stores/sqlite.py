@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
+from ..records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
@@ -22,9 +22,6 @@ _TOUCH_EVERY = 0.1
 that is shorter), while the run is the namespace's most recently updated one: `list_runs` order
 is exact, and `updated_at` (with the TTL counted from it) lags the last write by less than this.
 The touch rewrites the run row and its `updated_at` index entry: as many pages as the step."""
-
-_INDEX_FROM = 2_000
-"""Runs with this many steps open from an index (`StepIndex`); shorter ones decode at once."""
 
 
 class SQLiteStore(Store):
@@ -156,6 +153,19 @@ class SQLiteStore(Store):
                     raise leased_error(run_id, row, now)
             return self._delete_run_txn(conn, self.namespace, run_id)
 
+    def _delete_many(self, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
+        deleted, skipped = 0, []
+        with self.db.write() as conn:  # one transaction: every run goes, or none does
+            now = time.time()
+            for run_id in run_ids:
+                row = None if force else conn.execute(_sql.GET_LEASE, (self.namespace, run_id))
+                lease = None if row is None else row.fetchone()
+                if lease is not None and lease_is_live(lease, now):
+                    skipped.append(run_id)
+                else:
+                    deleted += self._delete_run_txn(conn, self.namespace, run_id)
+        return deleted, skipped
+
     @staticmethod
     def _delete_run_txn(conn: sqlite3.Connection, ns: str, run_id: str) -> bool:
         deleted = 0
@@ -237,7 +247,7 @@ class SQLiteStore(Store):
             return []
         with self.db.read() as conn:
             rows = conn.execute(_sql.LOAD_INDEX, (self.namespace, run_id)).fetchall()
-            if len(rows) < _INDEX_FROM:  # decoded at once: replay hits need no more reads
+            if len(rows) < INDEX_FROM:  # decoded at once: replay hits need no more reads
                 records = [_decode(run_id, key, data) for key, data in rows]
                 return sorted(records, key=lambda r: r.seq)
             last = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()

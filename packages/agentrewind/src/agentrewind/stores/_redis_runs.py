@@ -1,0 +1,164 @@
+"""The Redis store's reads and deletes over many runs or steps, without reading them all.
+
+A page of the runs index, deletes in pipelined batches, and a run's journal as an index.
+
+The runs index (`_redis_keys.runs_index`) is scored by update time, so `list_runs(limit=n)`
+reads `n` members and their hashes in one pipeline whatever the namespace holds. Members of
+runs that expired are skipped and removed (`DROP_GONE`: only if not written again since).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord
+from . import _redis_keys as K
+from ._base import lease_owner_is_dead
+from ._fence import run_status
+from ._prune import BATCH
+
+__all__ = ["backfill", "delete_many", "list_page", "load_index", "run_info"]
+
+
+def list_page(store: Any, limit: int, *, by_update: bool = True) -> list[RunInfo]:
+    """Up to `limit` runs, most recently updated first, from the runs index.
+
+    `by_update` False: the index is still scored by creation (a namespace of layout 2 opened
+    read-only): every run is read and sorted.
+    """
+    client, index = store.client, store.runs_index
+    infos: list[RunInfo] = []
+    seen: set[str] = set()
+    start = 0
+    while len(infos) < limit or not by_update:
+        stop = start + limit - len(infos) - 1 if by_update else -1
+        with store.translate_errors():
+            raw_page = client.zrevrange(index, start, stop, withscores=True)
+            if not raw_page:
+                break
+            page = [(m.decode(), s) for m, s in raw_page if m.decode() not in seen]
+            pipe = client.pipeline(transaction=False)  # split per node on a Cluster
+            for run_id, _ in page:
+                keys = store._keys(run_id)
+                pipe.hgetall(keys.run)
+                pipe.get(keys.lease)
+            results = pipe.execute()
+        gone: list[Any] = []
+        for (run_id, score), raw, holder in zip(page, results[::2], results[1::2], strict=True):
+            seen.add(run_id)
+            if raw:
+                infos.append(run_info(run_id, raw, holder))
+            else:
+                gone += [run_id, repr(score)]
+        dropped = store.run_script("DROP_GONE", [index], gone) if gone else 0
+        start += len(raw_page) - int(dropped)
+        if not by_update:
+            break
+    if not by_update:
+        infos.sort(key=lambda r: r.updated_at, reverse=True)
+    return infos[:limit]
+
+
+def delete_many(store: Any, run_ids: list[str], force: bool) -> tuple[int, list[str]]:
+    """Delete runs in batches, one pipeline of `DELETE_RUN` scripts per batch."""
+    from . import _redis_safety as safety
+
+    deleted, skipped, source = 0, [], K.DELETE_RUN
+    for i in range(0, len(run_ids), BATCH):
+        batch = run_ids[i : i + BATCH]
+        with store.translate_errors():
+            pipe = store.client.pipeline(transaction=False)
+            for run_id in batch:
+                keys = store.delete_keys(run_id)
+                args = ("1" if force else "", "", run_id)
+                pipe.execute_command("EVAL", source, len(keys), *keys, *args)
+            results = pipe.execute()
+        done = []
+        for run_id, (n, holder, _) in zip(batch, results, strict=True):
+            if n >= 0:
+                deleted += bool(n)
+                done.append(run_id)
+            elif lease_owner_is_dead(holder.decode()):  # rare: judged again, alone
+                deleted += safety.delete_run(store, run_id, store.delete_keys(run_id), False)
+                done.append(run_id)
+            else:
+                skipped.append(run_id)
+        if store.cluster and done:  # the index lives in another slot: see `runs_index`
+            with store.translate_errors():
+                store.client.zrem(store.runs_index, *done)
+    return deleted, skipped
+
+
+def backfill(client: Any, prefix: str, namespace: str) -> int:
+    """Score the runs index by each run's update time (layout 2 scored it by creation).
+
+    Members whose run is gone are removed. `GT` keeps a newer score a writer set meanwhile.
+    Returns how many runs were rescored.
+    """
+    index = K.runs_index(prefix, namespace)
+    ids = [m.decode() for m in client.zrange(index, 0, -1)]
+    moved = 0
+    for i in range(0, len(ids), BATCH):
+        batch = ids[i : i + BATCH]
+        pipe = client.pipeline(transaction=False)
+        for run_id in batch:
+            pipe.hget(K.RunKeys.of(prefix, namespace, run_id).run, "updated_at")
+        updated = pipe.execute()
+        scores = {r: float(u) for r, u in zip(batch, updated, strict=True) if u is not None}
+        if scores:
+            client.zadd(index, scores, gt=True)
+        gone = [r for r, u in zip(batch, updated, strict=True) if u is None]
+        if gone:
+            client.zrem(index, *gone)
+        moved += len(scores)
+    return moved
+
+
+def load_index(store: Any, run_id: str) -> StepIndex | list[StepRecord]:
+    """The run's journal: every record decoded when short, else an index (`StepIndex`)."""
+    keys = store._keys(run_id)
+    with store.translate_errors():
+        pipe = store.client.pipeline(transaction=False)  # one slot: the run's hash tag
+        pipe.exists(keys.run)
+        pipe.hgetall(keys.steps)
+        pipe.zrevrange(keys.order, 0, 0, withscores=True)
+        exists, raw, last = pipe.execute()
+    if not exists:
+        return []
+    if len(raw) < INDEX_FROM:
+        return sorted((_decode(run_id, k, v) for k, v in raw.items()), key=lambda r: r.seq)
+    index = StepIndex.scan([(k.decode(), v) for k, v in raw.items()], run_id=run_id)
+    if last and last[0][0] in raw:
+        index.seq = int(last[0][1])
+        index.last_step_id = _decode(run_id, last[0][0], raw[last[0][0]]).step_id
+    return index
+
+
+def _decode(run_id: str, key: bytes, data: bytes) -> StepRecord:
+    return StepRecord.decode(data, where=f"run {run_id!r} key {key.decode()!r}")
+
+
+def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -> RunInfo:
+    """A run hash as `RunInfo`; with its lease `holder` (None: none), a dead owner's `crashed`."""
+
+    def get(name: str) -> str | None:
+        value = raw.get(name.encode())
+        return None if value is None else value.decode()
+
+    updated = float(get("updated_at") or 0)
+    status = get("status") or "running"
+    if holder != b"":
+        lease = None if holder is None else (holder.decode(), float("inf"))
+        status = run_status(status, lease, updated)
+    ttl_ms = get("ttl_ms")
+    metrics_text = get("metrics")
+    metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
+    return RunInfo(
+        run_id=run_id,
+        status=status,
+        created_at=float(get("created_at") or updated),
+        updated_at=updated,
+        expires_at=updated + int(ttl_ms) / 1000 if ttl_ms else None,
+        metrics=metrics,
+    )
