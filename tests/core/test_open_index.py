@@ -1,4 +1,7 @@
-"""Opening a long run from an index of keys on SQLite: outputs decoded on a replay hit only."""
+"""Opening a long run from an index of keys, on every store: outputs decoded on a replay hit only.
+
+Every store of the core reads an index (`_load_index`); a replay hit reads its one record.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +15,14 @@ import pytest
 
 import agentrewind
 from agentrewind import CorruptRecordError, Middleware
-from agentrewind.records import StepIndex
-from agentrewind.stores import sqlite as sqlite_store
+from agentrewind.journal.call import EVENTS_KEPT
+from agentrewind.records import INDEX_FROM, StepIndex
 
-STEPS = 3_000  # above the SQLite store's index threshold
+STEPS = 3_000  # above the stores' index threshold
 
 
-def _record(path: Path, n: int = STEPS) -> Middleware:
-    mw = Middleware(f"sqlite:///{path}")
+def _record(url: str | Path, n: int = STEPS) -> Middleware:
+    mw = Middleware(url if isinstance(url, str) else f"sqlite:///{url}")
     with mw.run("long") as run:
         for i in range(n):
             run.step("work", lambda i: {"answer": i}, i)
@@ -27,12 +30,12 @@ def _record(path: Path, n: int = STEPS) -> Middleware:
 
 
 def test_the_threshold_is_below_the_runs_here() -> None:
-    assert sqlite_store._INDEX_FROM < STEPS
+    assert INDEX_FROM < STEPS
 
 
-def test_a_long_run_opens_from_an_index_and_replays_every_step(tmp_path: Path) -> None:
-    mw = _record(tmp_path / "r.db")
-    assert isinstance(mw.store._load_index("long"), StepIndex)
+def test_a_long_run_opens_from_an_index_and_replays_every_step(store_url: str) -> None:
+    mw = _record(store_url)
+    assert isinstance(mw.store._load_index("long"), StepIndex)  # type: ignore[attr-defined]
     ran: list[int] = []
     with mw.run("long") as run:
         assert run._indexed
@@ -41,6 +44,8 @@ def test_a_long_run_opens_from_an_index_and_replays_every_step(tmp_path: Path) -
             assert run.step("work", lambda i: ran.append(i) or {"answer": -1}, i) == {"answer": i}
         assert run.step("work", lambda i: {"answer": i}, STEPS) == {"answer": STEPS}  # new
         records = run.records()
+        assert len(run.events) == EVENTS_KEPT  # the last calls only: memory stays bounded
+        assert run.events[-1].outcome == "executed" and run.events[-2].outcome == "replayed"
     assert ran == [] and run.metrics.replay_hits == STEPS and run.metrics.steps == 1
     assert len(records) == STEPS + 1 and [r.seq for r in records] == sorted(r.seq for r in records)
     # The new step follows the last recorded one.
@@ -64,9 +69,8 @@ def test_an_altered_record_still_refuses_the_open(tmp_path: Path) -> None:
     mw.close()
 
 
-def test_started_failed_and_recorded_steps_keep_their_meaning(tmp_path: Path) -> None:
-    path = tmp_path / "r.db"
-    mw = _record(path)
+def test_started_failed_and_recorded_steps_keep_their_meaning(store_url: str) -> None:
+    mw = _record(store_url)
     with mw.run("long") as run:  # one started-never-completed step, as after a crash
         call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
         call.start()
@@ -90,8 +94,8 @@ def test_started_failed_and_recorded_steps_keep_their_meaning(tmp_path: Path) ->
     mw.close()
 
 
-def test_divergence_is_still_seen_and_mark_consumed_works(tmp_path: Path) -> None:
-    mw = _record(tmp_path / "r.db")
+def test_divergence_is_still_seen_and_mark_consumed_works(store_url: str) -> None:
+    mw = _record(store_url)
     with mw.run("long", strict=True) as run:
         run.mark_consumed([k for k in run._records if k.startswith("custom:work:")][:-1])
         with pytest.raises(agentrewind.DivergenceError):
@@ -99,8 +103,8 @@ def test_divergence_is_still_seen_and_mark_consumed_works(tmp_path: Path) -> Non
     mw.close()
 
 
-def test_opening_holds_a_fraction_of_the_decoded_journal(tmp_path: Path) -> None:
-    mw = _record(tmp_path / "r.db")
+def test_opening_holds_a_fraction_of_the_decoded_journal(store_url: str) -> None:
+    mw = _record(store_url)
 
     def held(load: Any) -> int:
         tracemalloc.start()
@@ -111,11 +115,11 @@ def test_opening_holds_a_fraction_of_the_decoded_journal(tmp_path: Path) -> None
         del kept
         return size
 
-    indexed = held(lambda: mw.store._load_index("long"))
+    indexed = held(lambda: mw.store._load_index("long"))  # type: ignore[attr-defined]
     decoded = held(lambda: mw.store.load_steps("long"))
     assert indexed < decoded / 3, (indexed, decoded)
     assert indexed / STEPS < 256, indexed / STEPS  # bytes per step
     t0 = time.perf_counter()
-    mw.store._load_index("long")
+    mw.store._load_index("long")  # type: ignore[attr-defined]
     assert time.perf_counter() - t0 < 1.0
     mw.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .errors import CorruptRecordError, SchemaVersionError
@@ -17,6 +18,7 @@ __all__ = [
     "StepIndex",
     "StepRecord",
     "StepStatus",
+    "open_journal",
 ]
 
 StepStatus = Literal["started", "completed", "failed"]
@@ -202,6 +204,26 @@ class StepIndex:
                 site = shared.setdefault(site, site)
             sites[key] = site
         return cls(sites)
+
+
+def open_journal(
+    rows: list[tuple[str, bytes]], *, run_id: str, last: Callable[[], tuple[int, str] | None]
+) -> StepIndex | list[StepRecord]:
+    """A run's journal from its `(key, encoded record)` rows, as a store's `_load_index`.
+
+    Fewer than `INDEX_FROM` rows: every record decoded, in `seq` order (replay hits then need
+    no more reads). More: a `StepIndex`, with the `(seq, step_id)` of the last record `last()`
+    reads (called only then).
+    """
+    if len(rows) < INDEX_FROM:
+        records = [StepRecord.decode(d, where=f"run {run_id!r} key {k!r}") for k, d in rows]
+        records.sort(key=lambda r: r.seq)
+        return records
+    index = StepIndex.scan(rows, run_id=run_id)
+    found = last()
+    if found is not None:
+        index.seq, index.last_step_id = found
+    return index
 
 
 @dataclasses.dataclass(slots=True)

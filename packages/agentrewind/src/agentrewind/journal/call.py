@@ -21,7 +21,7 @@ from ..stores import Store
 log = logging.getLogger("agentrewind.journal")
 P = ParamSpec("P")  # the parameters of a step function (Run.step)
 
-__all__ = ["CURRENT_CALL", "Call", "CallEvent", "CallJournal", "JournalSettings"]
+__all__ = ["CURRENT_CALL", "EVENTS_KEPT", "Call", "CallEvent", "CallJournal", "JournalSettings"]
 
 Outcome = Literal["replayed", "executed", "failed", "skipped"]
 
@@ -66,6 +66,10 @@ class CallJournal(Protocol):
     def _after_complete(self, call: Call, record: StepRecord) -> None: ...
 
     def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
+
+
+EVENTS_KEPT = 1_000
+"""How many calls `Run.events` keeps, the most recent: a long run's memory stays bounded."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

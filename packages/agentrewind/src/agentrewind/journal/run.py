@@ -17,20 +17,16 @@ import json
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, TypeVar
 
-from ..errors import (
-    DivergenceError,
-    DivergenceWarning,
-    IncompleteStepError,
-    RunLockedError,
-)
+from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError, RunLockedError
 from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .call import Call, CallEvent, JournalSettings, Outcome, P
+from .call import EVENTS_KEPT, Call, CallEvent, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
@@ -67,8 +63,8 @@ class Run:
         self.owner = make_lease_owner()
         self.metrics = RunMetrics()
         """What this execution did (the store keeps the totals over all executions)."""
-        self.events: list[CallEvent] = []
-        """Every call of this execution, in order, with its outcome."""
+        self.events: deque[CallEvent] = deque(maxlen=EVENTS_KEPT)
+        """The last `EVENTS_KEPT` (1,000) calls of this execution, in order, with outcomes."""
         self.status = "completed"
         self._lock = threading.Lock()
         self._records: dict[str, StepRecord | Site] = {}  # a `Site`: the record is in the store

@@ -158,6 +158,10 @@ PUT_STEPS = f"""WITH {_EXPIRED},
 {TOUCH_RUNS}"""
 LOAD_STEPS = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s ORDER BY seq"
 GET_STEP = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND step_id = %s"
+LOAD_INDEX = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s"
+LAST_STEP = """SELECT seq, step_id FROM {s}.ar_steps WHERE ns = %s AND run_id = %s
+    ORDER BY seq DESC LIMIT 1"""
+STEP_BY_KEY = "SELECT data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND key = %s"
 
 DELETE_HEAD = "DELETE FROM {s}.ar_heads WHERE ns = %(ns)s AND run_id = %(run)s AND branch = %(b)s"
 GET_HEADS = "SELECT branch, step_id FROM {s}.ar_heads WHERE ns = %s AND run_id = %s"

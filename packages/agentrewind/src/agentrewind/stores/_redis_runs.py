@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from . import _redis_keys as K
 from ._base import lease_owner_is_dead
 from ._fence import run_status
@@ -126,17 +126,16 @@ def load_index(store: Any, run_id: str) -> StepIndex | list[StepRecord]:
         exists, raw, last = pipe.execute()
     if not exists:
         return []
-    if len(raw) < INDEX_FROM:
-        return sorted((_decode(run_id, k, v) for k, v in raw.items()), key=lambda r: r.seq)
-    index = StepIndex.scan([(k.decode(), v) for k, v in raw.items()], run_id=run_id)
-    if last and last[0][0] in raw:
-        index.seq = int(last[0][1])
-        index.last_step_id = _decode(run_id, last[0][0], raw[last[0][0]]).step_id
-    return index
 
+    def last_step() -> tuple[int, str] | None:
+        if not last or last[0][0] not in raw:
+            return None
+        key = last[0][0]
+        record = StepRecord.decode(raw[key], where=f"run {run_id!r} key {key.decode()!r}")
+        return int(last[0][1]), record.step_id
 
-def _decode(run_id: str, key: bytes, data: bytes) -> StepRecord:
-    return StepRecord.decode(data, where=f"run {run_id!r} key {key.decode()!r}")
+    rows = [(k.decode(), v) for k, v in raw.items()]
+    return open_journal(rows, run_id=run_id, last=last_step)
 
 
 def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -> RunInfo:

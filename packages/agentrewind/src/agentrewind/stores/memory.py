@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
 
@@ -13,11 +13,12 @@ __all__ = ["MemoryStore"]
 
 
 class _Run:
-    __slots__ = ("heads", "info", "lease", "steps", "ttl")
+    __slots__ = ("heads", "info", "lease", "seqs", "steps", "ttl")
 
     def __init__(self, info: RunInfo) -> None:
         self.info = info
         self.steps: dict[str, bytes] = {}
+        self.seqs: dict[str, tuple[int, str]] = {}  # key -> (seq, step_id), for `_load_index`
         self.heads: dict[str, str] = {}
         self.lease: tuple[str, float] | None = None
         self.ttl: float | None = None
@@ -148,14 +149,15 @@ class MemoryStore(Store):
         owner: str | None = None,
     ) -> None:
         head_run = self._heads_run(records, heads)
-        encoded = [(r.run_id, r.key, r.encode()) for r in records]
+        encoded = [(r.run_id, r.key, r.encode(), (r.seq, r.step_id)) for r in records]
         now = time.time()
         with self._lock:
             for run_id in {r.run_id for r in records}:
                 self._fenced(run_id, owner, now)
-            for run_id, key, data in encoded:
+            for run_id, key, data, seq in encoded:
                 run = self._ensure(run_id, now)
                 run.steps[key] = data
+                run.seqs[key] = seq
                 self._touch(run, now)
             if head_run is not None and heads:
                 self._ensure(head_run, now).heads.update(heads)
@@ -167,6 +169,19 @@ class MemoryStore(Store):
         records = [StepRecord.decode(d, where=f"run {run_id!r} key {k!r}") for k, d in items]
         records.sort(key=lambda r: r.seq)
         return records
+
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        with self._lock:
+            run = self._live(run_id)
+            rows = [] if run is None else list(run.steps.items())
+            seqs = [] if run is None else list(run.seqs.values())
+        return open_journal(rows, run_id=run_id, last=lambda: max(seqs, default=None))
+
+    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
+        with self._lock:
+            run = self._live(run_id)
+            data = None if run is None else run.steps.get(key)
+        return None if data is None else StepRecord.decode(data, where=f"run {run_id!r} {key!r}")
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         for record in self.load_steps(run_id):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from . import _pg_sql as Q
 from ._base import Store
 from ._fence import lease_is_live, leased_error, run_status
@@ -354,6 +354,21 @@ class PostgresStore(PostgresLeases, Store):
             return []
         rows = self.db.fetchall(self.sql("LOAD_STEPS"), (self.namespace, run_id))
         return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
+
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        if self.get_run(run_id) is None:
+            return []
+        rows = self.db.fetchall(self.sql("LOAD_INDEX"), (self.namespace, run_id))
+
+        def last() -> tuple[int, str] | None:
+            row = self.db.fetchone(self.sql("LAST_STEP"), (self.namespace, run_id))
+            return None if row is None else (int(row[0]), str(row[1]))
+
+        return open_journal([(k, bytes(d)) for k, d in rows], run_id=run_id, last=last)
+
+    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
+        row = self.db.fetchone(self.sql("STEP_BY_KEY"), (self.namespace, run_id, key))
+        return None if row is None else StepRecord.decode(row[0], where=f"run {run_id!r} {key!r}")
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         row = self.db.fetchone(self.sql("GET_STEP"), (self.namespace, run_id, step_id))

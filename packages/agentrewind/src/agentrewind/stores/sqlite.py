@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from . import _sql
 from ._base import SCHEMA_VERSION, LeaseResult, Store, lease_owner_is_dead
 from ._fence import check_fence, lease_is_live, leased_error, run_status
@@ -242,19 +242,17 @@ class SQLiteStore(Store):
             rows = conn.execute(_sql.LOAD_STEPS, (self.namespace, run_id)).fetchall()
         return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
 
-    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord] | None:
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
         if self.get_run(run_id) is None:
             return []
         with self.db.read() as conn:
             rows = conn.execute(_sql.LOAD_INDEX, (self.namespace, run_id)).fetchall()
-            if len(rows) < INDEX_FROM:  # decoded at once: replay hits need no more reads
-                records = [_decode(run_id, key, data) for key, data in rows]
-                return sorted(records, key=lambda r: r.seq)
-            last = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()
-        index = StepIndex.scan(rows, run_id=run_id)
-        if last is not None:
-            index.seq, index.last_step_id = int(last[0]), str(last[1])
-        return index
+
+            def last() -> tuple[int, str] | None:
+                row = conn.execute(_sql.LAST_STEP, (self.namespace, run_id)).fetchone()
+                return None if row is None else (int(row[0]), str(row[1]))
+
+            return open_journal(rows, run_id=run_id, last=last)
 
     def _load_step(self, run_id: str, key: str) -> StepRecord | None:
         with self.db.read() as conn:
