@@ -17,6 +17,7 @@ import agentrewind
 from agentrewind import CorruptRecordError, Middleware
 from agentrewind.journal.call import EVENTS_KEPT
 from agentrewind.records import INDEX_FROM, StepIndex
+from redis_support import cleanup_redis
 
 STEPS = 3_000  # above the stores' index threshold
 
@@ -123,3 +124,38 @@ def test_opening_holds_a_fraction_of_the_decoded_journal(store_url: str) -> None
     mw.store._load_index("long")  # type: ignore[attr-defined]
     assert time.perf_counter() - t0 < 1.0
     mw.close()
+
+
+def test_redis_opens_a_long_run_from_its_sites_without_reading_a_record(redis_url: str) -> None:
+    """The sites hash is the index; a record is read (and its checksum checked) on its hit."""
+    import redis
+
+    from agentrewind.stores._redis_keys import RunKeys
+
+    ns = f"sites-{time.monotonic_ns()}"
+    mw = _record(f"{redis_url}?namespace={ns}")
+    keys = RunKeys.of("ar", ns, "long")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.hlen(keys.sites) == client.hlen(keys.steps) == STEPS
+        raw = client.hgetall(keys.steps)
+        (bad,) = [k for k, v in raw.items() if b'"answer":7}' in v]
+        client.hset(keys.steps, bad, raw[bad].replace(b'"answer":7}', b'"answer":8}'))
+        with mw.run("long") as run:  # opens: no record was read
+            assert run._indexed
+            assert run.step("work", lambda i: {"answer": -1}, 0) == {"answer": 0}
+            with pytest.raises(CorruptRecordError, match="checksum"):
+                run.step("work", lambda i: {"answer": -1}, 7)
+        # A run whose sites hash is incomplete (written before it existed) is indexed from
+        # its records: every checksum is checked at the open then.
+        client.hdel(keys.sites, next(k for k in raw if k != bad))
+        with pytest.raises(CorruptRecordError, match="checksum"), mw.run("long"):
+            pytest.fail("an altered record must refuse an open indexed from the records")
+        client.hset(keys.steps, bad, raw[bad])  # repaired: the records' index opens it
+        with mw.run("long") as run:
+            assert run._indexed
+            assert run.step("work", lambda i: {"answer": -1}, 7) == {"answer": 7}
+    finally:
+        client.close()
+        mw.close()
+        cleanup_redis(redis_url, ns)

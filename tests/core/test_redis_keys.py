@@ -133,7 +133,7 @@ def _downgrade_to_v1(url: str, prefix: str, ns: str, run_id: str) -> None:
     """Rewrite a run's keys to the layout of agentrewind 0.1 (raw ids, no layout key)."""
     client = redis.Redis.from_url(url)
     new, old = RunKeys.of(prefix, ns, run_id), f"{prefix}:{ns}:run:{{{run_id}}}"
-    parts = ("steps", "order", "ids", "run", "heads", "lease")
+    parts = ("steps", "order", "ids", "run", "heads", "lease", "sites")
     for part, key in zip(parts, new.all(), strict=True):
         if client.exists(key):
             client.rename(key, f"{old}:{part}")

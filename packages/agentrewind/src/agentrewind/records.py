@@ -50,6 +50,11 @@ class StepRecord:
     created_at: float = 0.0
     updated_at: float = 0.0
 
+    @property
+    def site(self) -> Site:
+        """`(kind, name, replayable)`: replayable when completed, or recorded as it is."""
+        return self.kind, self.name, self.status == "completed" or bool(self.meta.get("recorded"))
+
     def encode(self) -> bytes:
         """Encode as `AR<format>:<crc32>:<json>`; the checksum covers the JSON bytes."""
         body = json.dumps(
@@ -199,9 +204,7 @@ class StepIndex:
                         site = parsed[text] = shared.setdefault(site, site)
             if site is None:  # anything unusual: the full decode, with its named errors
                 record = StepRecord.decode(data, where=f"run {run_id!r} key {key!r}")
-                replayable = record.status == "completed" or bool(record.meta.get("recorded"))
-                site = (record.kind, record.name, replayable)
-                site = shared.setdefault(site, site)
+                site = shared.setdefault(record.site, record.site)
             sites[key] = site
         return cls(sites)
 

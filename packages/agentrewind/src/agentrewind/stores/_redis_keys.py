@@ -49,27 +49,31 @@ class RunKeys:
     run: str  # hash: status, created_at, updated_at, ttl_ms, metrics
     heads: str  # hash: branch -> step_id
     lease: str  # string: owner, with PX expiry
+    sites: str  # hash: step key -> JSON [kind, name, replayable] (opening from an index)
 
     @classmethod
     def of(cls, prefix: str, namespace: str, run_id: str) -> RunKeys:
         base = id_base(prefix, namespace, "run", run_id)
         return cls(
-            *(f"{base}:{part}" for part in ("steps", "order", "ids", "run", "heads", "lease"))
+            *(
+                f"{base}:{part}"
+                for part in ("steps", "order", "ids", "run", "heads", "lease", "sites")
+            )
         )
 
     def data_keys(self) -> list[str]:
         """Keys that share the run's TTL (the lease expires on its own)."""
-        return [self.steps, self.order, self.ids, self.run, self.heads]
+        return [self.steps, self.order, self.ids, self.run, self.heads, self.sites]
 
     def all(self) -> list[str]:
-        """Every key of the run (the lease last: fenced scripts find it at KEYS[6])."""
-        return [*self.data_keys(), self.lease]
+        """Every key of the run: fenced scripts find the lease at KEYS[6], the sites at 7."""
+        return [self.steps, self.order, self.ids, self.run, self.heads, self.lease, self.sites]
 
 
 def runs_index(prefix: str, namespace: str) -> str:
     """The sorted set of a namespace's run ids, scored by last update (layout 3).
 
-    Each write script moves its run in it atomically when it is passed as KEYS[7] (a single
+    Each write script moves its run in it atomically when it is passed as KEYS[8] (a single
     Redis); on a Cluster it lives in another slot than the run, so the store updates it with
     its own ZADD right after the write. Runs that expired (TTL) leave members behind: readers
     skip them and remove them with `DROP_GONE`.
@@ -83,7 +87,7 @@ FENCE_MARK = "AGENTREWIND_FENCE"
 def _fence(needs_run: bool) -> str:
     """Lua prelude of a fenced write: KEYS[6] is the lease, ARGV[1] the writer ('' unfenced).
 
-    ARGV[2] is the run id to move in the runs index KEYS[7] ('' when the caller does it: on a
+    ARGV[2] is the run id to move in the runs index KEYS[8] ('' when the caller does it: on a
     Cluster). Both are removed, so the script's own arguments keep their numbers. A failed check
     aborts the script with an error `FENCE_MARK<TAB>holder<TAB>pttl<TAB>run exists`.
     """
@@ -111,11 +115,13 @@ end
 """
 
 
-# Refresh the TTL of every data key of a run (KEYS[1..5]) from the run hash (KEYS[4]).
-_REFRESH_TTL = """
+_DATA = "{1, 2, 3, 4, 5, 7}"  # the data keys of a run among KEYS (6 is the lease)
+
+# Refresh the TTL of every data key of a run from the run hash (KEYS[4]).
+_REFRESH_TTL = f"""
 local ttl = tonumber(redis.call('HGET', KEYS[4], 'ttl_ms') or '0')
 if ttl and ttl > 0 then
-  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for _, i in ipairs({_DATA}) do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 """
 
@@ -123,22 +129,23 @@ _TOUCH = """
 redis.call('HSETNX', KEYS[4], 'created_at', ARGV[1])
 redis.call('HSETNX', KEYS[4], 'status', 'running')
 redis.call('HSET', KEYS[4], 'updated_at', ARGV[1])
-if member ~= '' then redis.call('ZADD', KEYS[7], ARGV[1], member) end
+if member ~= '' then redis.call('ZADD', KEYS[8], ARGV[1], member) end
 """
 
 # KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now, n_heads,
 # (branch, step_id) * n_heads, then
-# (key, step_id, seq, data) per record.
+# (key, step_id, seq, data, site) per record.
 PUT_STEPS = (
     _fence(True)
     + _TOUCH
     + """
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 2 * n, 2 do redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1]) end
-for i = 3 + 2 * n, #ARGV, 4 do
+for i = 3 + 2 * n, #ARGV, 5 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 3])
   redis.call('ZADD', KEYS[2], ARGV[i + 2], ARGV[i])
   redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i])
+  redis.call('HSET', KEYS[7], ARGV[i], ARGV[i + 4])
 end
 """
     + _REFRESH_TTL
@@ -181,7 +188,9 @@ SET_TTL = (
     + """
 if ARGV[2] == '' or ARGV[2] == '0' then
   redis.call('HDEL', KEYS[4], 'ttl_ms')
-  for i = 1, 5 do redis.call('PERSIST', KEYS[i]) end
+  for _, i in ipairs("""
+    + _DATA
+    + """) do redis.call('PERSIST', KEYS[i]) end
 else
   redis.call('HSET', KEYS[4], 'ttl_ms', ARGV[2])
 end
@@ -229,8 +238,8 @@ return {0, cur, redis.call('PTTL', KEYS[1])}
 DELETE_RUN = """
 local cur = redis.call('GET', KEYS[6])
 if ARGV[1] == '1' or (not cur) or cur == ARGV[2] then
-  if #KEYS > 6 then redis.call('ZREM', KEYS[7], ARGV[3]) end
-  return {redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]), '', 0}
+  if #KEYS > 7 then redis.call('ZREM', KEYS[8], ARGV[3]) end
+  return {redis.call('DEL', unpack(KEYS, 1, 7)), '', 0}
 end
 return {-1, cur, redis.call('PTTL', KEYS[6])}
 """

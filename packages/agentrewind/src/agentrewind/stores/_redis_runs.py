@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
+from ..records import INDEX_FROM, RunInfo, RunMetrics, Site, StepIndex, StepRecord, open_journal
 from . import _redis_keys as K
 from ._base import lease_owner_is_dead
 from ._fence import run_status
@@ -116,26 +116,48 @@ def backfill(client: Any, prefix: str, namespace: str) -> int:
 
 
 def load_index(store: Any, run_id: str) -> StepIndex | list[StepRecord]:
-    """The run's journal: every record decoded when short, else an index (`StepIndex`)."""
+    """The run's journal: every record decoded when short, else an index (`StepIndex`).
+
+    A long run is indexed from its `sites` hash (key to `[kind, name, replayable]`, written
+    with each record) without reading a record: each is decoded, and its checksum verified,
+    when a replay hit reads it. A run whose sites hash is incomplete (records written before
+    it existed) is indexed from its records (`StepIndex.scan`).
+    """
     keys = store._keys(run_id)
     with store.translate_errors():
         pipe = store.client.pipeline(transaction=False)  # one slot: the run's hash tag
         pipe.exists(keys.run)
-        pipe.hgetall(keys.steps)
+        pipe.hlen(keys.steps)
+        pipe.hlen(keys.sites)
         pipe.zrevrange(keys.order, 0, 0, withscores=True)
-        exists, raw, last = pipe.execute()
-    if not exists:
-        return []
+        exists, n_steps, n_sites, last = pipe.execute()
+        if not exists:
+            return []
+        from_sites = n_steps >= INDEX_FROM and n_sites == n_steps
+        raw = store.client.hgetall(keys.sites if from_sites else keys.steps)
 
     def last_step() -> tuple[int, str] | None:
-        if not last or last[0][0] not in raw:
+        if not last:
             return None
-        key = last[0][0]
-        record = StepRecord.decode(raw[key], where=f"run {run_id!r} key {key.decode()!r}")
-        return int(last[0][1]), record.step_id
+        record = store._load_step(run_id, last[0][0].decode())
+        return None if record is None else (int(last[0][1]), record.step_id)
 
-    rows = [(k.decode(), v) for k, v in raw.items()]
-    return open_journal(rows, run_id=run_id, last=last_step)
+    if not from_sites:
+        rows = [(k.decode(), v) for k, v in raw.items()]
+        return open_journal(rows, run_id=run_id, last=last_step)
+    parsed: dict[bytes, Site] = {}
+    sites: dict[str, Site] = {}
+    for key, value in raw.items():
+        site = parsed.get(value)
+        if site is None:
+            kind, name, replayable = json.loads(value)
+            site = parsed[value] = (kind, name, bool(replayable))
+        sites[key.decode()] = site
+    index = StepIndex(sites)
+    found = last_step()
+    if found is not None:
+        index.seq, index.last_step_id = found
+    return index
 
 
 def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -> RunInfo:

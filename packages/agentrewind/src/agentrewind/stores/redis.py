@@ -306,7 +306,8 @@ class RedisStore(RedisIO, Store):
         head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
-            by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode()))
+            site = json.dumps(r.site, separators=(",", ":"))  # see `_redis_runs.load_index`
+            by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode(), site))
         for run_id, args in by_run.items():
             head_args: list[Any] = []
             if run_id == head_run and heads:
