@@ -53,10 +53,13 @@ def _delete(store: Store, views: list[RunView], force: bool) -> int:
     # has already left leased runs out unless --force was given.
     fenced = "force" in inspect.signature(store.delete_run).parameters
     deleted = 0
+    ours = [v.run_id for v in views if v.source == "agentrewind"]
+    if ours and fenced:  # in batches: one transaction, or one Redis pipeline per batch
+        deleted += store._delete_many(ours, force=force)[0]
     for v in views:
         if v.source == "agentrewind":
-            kw = {"force": force} if fenced else {}
-            deleted += store.delete_run(v.run_id, **kw)
+            if not fenced:
+                deleted += store.delete_run(v.run_id)
         else:
             source = _sources().get(v.source)
             if source is not None and hasattr(source, "delete_run"):
