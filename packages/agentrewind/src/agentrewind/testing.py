@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import socket
@@ -33,7 +34,7 @@ from typing import Literal
 import pytest
 
 from ._fencing_contract import FencingContract
-from .records import RunMetrics, StepRecord
+from .records import INDEX_FROM, RunMetrics, StepIndex, StepRecord
 from .stores import Store
 
 __all__ = ["StoreConformance", "make_record"]
@@ -111,6 +112,34 @@ class StoreConformance(FencingContract):
         assert store.get_step("r", "id-b") == steps[1]
         assert store.get_step("r", "missing") is None
         assert store.load_steps("other") == []
+
+    def test_an_index_of_a_long_run_says_what_its_records_say(self, store: Store) -> None:
+        """A store that opens runs from an index (`_load_index`, optional) keeps it exact."""
+        load_index = getattr(store, "_load_index", None)
+        if load_index is None:
+            pytest.skip("the store opens runs from their records (no _load_index)")
+        store.begin_run("r")
+        statuses: list[Literal["started", "completed", "failed"]] = [
+            "completed",
+            "started",
+            "failed",
+        ]
+        records = [rec("r", f"k{i}", i + 1, status=statuses[i % 3]) for i in range(INDEX_FROM)]
+        records[1] = dataclasses.replace(records[1], meta={"recorded": True})
+        store.put_steps(records)
+        store.put_step(dataclasses.replace(records[5], output="replaced"))  # an upsert
+        index = load_index("r")
+        assert isinstance(index, StepIndex)
+        stored = {r.key: r for r in store.load_steps("r")}
+        assert index.sites == {k: r.site for k, r in stored.items()}
+        assert index.sites["k1"][2] and not index.sites["k4"][2]  # recorded, started
+        assert (index.seq, index.last_step_id) == (INDEX_FROM, f"id-k{INDEX_FROM - 1}")
+        assert store._load_step("r", "k5") == stored["k5"]  # type: ignore[attr-defined]
+        assert store._load_step("r", "nope") is None  # type: ignore[attr-defined]
+        assert load_index("missing") == []
+        store.begin_run("few")
+        store.put_steps([rec("few", "b", 2), rec("few", "a", 1)])
+        assert load_index("few") == store.load_steps("few")  # short runs: every record
 
     def test_upsert_replaces_by_key(self, store: Store) -> None:
         store.put_step(rec("r", "a", 1, status="started"))

@@ -1,8 +1,9 @@
 """Opening a run: its journal as an index of keys (or every record), and records on demand.
 
 A store that can read an index (a `_load_index(run_id)` method, with `_load_step(run_id, key)`
-for the records behind it; see the SQLite store) lets a run open without decoding its outputs:
-a replay hit then reads its one record. Other stores hand over every record (`load_steps`).
+for the records behind it; every store of the core has them) lets a run open without decoding
+its outputs: a replay hit then reads its one record. Other stores hand over every record
+(`load_steps`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepIndex, StepRecord
+from ..records import RunInfo, RunMetrics, Site, StepIndex, StepRecord
 from . import _redis_keys as K
 from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
@@ -306,7 +307,7 @@ class RedisStore(RedisIO, Store):
         head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
-            site = json.dumps(r.site, separators=(",", ":"))  # see `_redis_runs.load_index`
+            site = _site_json(r.site)  # see `_redis_runs.load_index`
             by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode(), site))
         for run_id, args in by_run.items():
             head_args: list[Any] = []
@@ -387,6 +388,11 @@ class RedisStore(RedisIO, Store):
     async def aclose(self) -> None:
         await self.aclose_async()
         self.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def _site_json(site: Site) -> str:
+    return json.dumps(site, separators=(",", ":"))
 
 
 def _check_db(url: str) -> None:
