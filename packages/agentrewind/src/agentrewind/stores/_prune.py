@@ -1,18 +1,16 @@
 """`Store.prune`: which runs are due, and deleting them in batches.
 
 Each backend deletes a batch its own way (`Store._delete_many`): one transaction on SQLite and
-PostgreSQL, one pipeline per batch on Redis; the default deletes run by run.
+PostgreSQL, one pipeline per batch on Redis; the default deletes run by run. (`store` is a
+`Store`: typed `Any` here, since `_base` imports this module.)
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import RunLockedError
-
-if TYPE_CHECKING:
-    from ._base import Store
 
 __all__ = ["delete_each", "due_runs"]
 
@@ -20,7 +18,7 @@ BATCH = 500
 """Runs deleted per pipeline (Redis) or per statement batch."""
 
 
-def due_runs(store: Store, keep_last: int | None, older_than: float | None) -> list[str]:
+def due_runs(store: Any, keep_last: int | None, older_than: float | None) -> list[str]:
     """The runs `prune` deletes: beyond the `keep_last` newest, or idle `older_than` seconds.
 
     Raises:
@@ -42,7 +40,7 @@ def due_runs(store: Store, keep_last: int | None, older_than: float | None) -> l
     ]
 
 
-def delete_each(store: Store, run_ids: list[str], force: bool) -> tuple[int, list[str]]:
+def delete_each(store: Any, run_ids: list[str], force: bool) -> tuple[int, list[str]]:
     """Delete runs one by one: how many were deleted, and the leased ones skipped."""
     deleted, skipped = 0, []
     for run_id in run_ids:

@@ -244,6 +244,18 @@ end
 return {-1, cur, redis.call('PTTL', KEYS[6])}
 """
 
+# KEYS: (run hash, lease) of each run of a page of the runs index (a single Redis: on a
+# Cluster they live in several slots, and a pipeline reads them). Returns, for each run, its
+# hash as a flat list and its lease holder (nil when none).
+READ_RUNS = """
+local out = {}
+for i = 1, #KEYS, 2 do
+  out[#out + 1] = redis.call('HGETALL', KEYS[i])
+  out[#out + 1] = redis.call('GET', KEYS[i + 1])
+end
+return out
+"""
+
 # KEYS[1]: the runs index. ARGV: (run id, score read) pairs of runs found gone (expired).
 # A member is removed only if its score is unchanged: a run written again since stays.
 DROP_GONE = """

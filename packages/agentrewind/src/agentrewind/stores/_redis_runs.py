@@ -38,12 +38,7 @@ def list_page(store: Any, limit: int, *, by_update: bool = True) -> list[RunInfo
             if not raw_page:
                 break
             page = [(m.decode(), s) for m, s in raw_page if m.decode() not in seen]
-            pipe = client.pipeline(transaction=False)  # split per node on a Cluster
-            for run_id, _ in page:
-                keys = store._keys(run_id)
-                pipe.hgetall(keys.run)
-                pipe.get(keys.lease)
-            results = pipe.execute()
+            results = _read_runs(store, [run_id for run_id, _ in page])
         gone: list[Any] = []
         for (run_id, score), raw, holder in zip(page, results[::2], results[1::2], strict=True):
             seen.add(run_id)
@@ -58,6 +53,27 @@ def list_page(store: Any, limit: int, *, by_update: bool = True) -> list[RunInfo
     if not by_update:
         infos.sort(key=lambda r: r.updated_at, reverse=True)
     return infos[:limit]
+
+
+def _read_runs(store: Any, run_ids: list[str]) -> list[Any]:
+    """Each run's hash (a dict) and lease holder, alternating.
+
+    One script on a single Redis; one pipeline on a Cluster (the client splits it per node).
+    """
+    if store.cluster:
+        pipe = store.client.pipeline(transaction=False)
+        for run_id in run_ids:
+            keys = store._keys(run_id)
+            pipe.hgetall(keys.run)
+            pipe.get(keys.lease)
+        results: list[Any] = pipe.execute()
+        return results
+    keys = [k for r in run_ids for k in (store._keys(r).run, store._keys(r).lease)]
+    results = store.run_script("READ_RUNS", keys, []) if keys else []
+    for i in range(0, len(results), 2):
+        flat = results[i]
+        results[i] = dict(zip(flat[::2], flat[1::2], strict=True))
+    return results
 
 
 def delete_many(store: Any, run_ids: list[str], force: bool) -> tuple[int, list[str]]:

@@ -124,6 +124,7 @@ class RedisStore(RedisIO, Store):
                         "RELEASE_LEASE",
                         "DELETE_RUN",
                         "DROP_GONE",
+                        "READ_RUNS",
                     )
                 }
             )
