@@ -76,6 +76,10 @@ def test_expired_runs_are_skipped_and_their_members_dropped(server: tuple[str, A
             store.begin_run(run_id, ttl=0.2)
         time.sleep(0.5)
         assert len(_index(client, "ar", ns)) == 7  # expiry leaves the members behind
+        reader = connect_read_only(f"{url}?namespace={ns}", None)  # skips them, writes nothing
+        assert sorted(r.run_id for r in reader.list_runs(limit=2)) == ["old2", "old3"]
+        reader.close()
+        assert len(_index(client, "ar", ns)) == 7
         listed = store.list_runs(limit=2)
         assert sorted(r.run_id for r in listed) == ["old2", "old3"]  # the page was refilled
         assert set(_index(client, "ar", ns)) == {"old1", "old2", "old3"}

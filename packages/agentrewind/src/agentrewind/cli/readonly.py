@@ -55,6 +55,7 @@ def _redis_class() -> Any:
                 )
             layout = self.client.get(K.namespace_key(self.prefix, self.namespace, "layout"))
             self.by_update = int(layout or 0) >= 3  # else list_runs reads and sorts them all
+            self.read_only = True
             if holds_layout_1(self.client, self.prefix, self.namespace):
                 raise SchemaVersionError(
                     f"Redis at {self.url}: namespace {self.namespace!r} holds runs stored with "

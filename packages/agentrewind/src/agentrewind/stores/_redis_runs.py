@@ -46,7 +46,9 @@ def list_page(store: Any, limit: int, *, by_update: bool = True) -> list[RunInfo
                 infos.append(run_info(run_id, raw, holder))
             else:
                 gone += [run_id, repr(score)]
-        dropped = store.run_script("DROP_GONE", [index], gone) if gone else 0
+        dropped = (
+            store.run_script("DROP_GONE", [index], gone) if gone and not store.read_only else 0
+        )
         start += len(raw_page) - int(dropped)
         if not by_update:
             break

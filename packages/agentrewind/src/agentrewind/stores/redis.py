@@ -131,6 +131,7 @@ class RedisStore(RedisIO, Store):
             self._key_cache: dict[str, K.RunKeys] = {}
             self.runs_index = K.runs_index(prefix, self.namespace)
             self.by_update = True  # the runs index is scored by update time (layout 3)
+            self.read_only = False  # True: list_runs leaves members of expired runs in place
             try:
                 self._check_schema()
                 warn_if_volatile(self.client, self.url, persistence_warning)
