@@ -70,7 +70,7 @@ def _read_runs(store: Any, run_ids: list[str]) -> list[Any]:
             pipe.get(keys.lease)
         results: list[Any] = pipe.execute()
         return results
-    keys = [k for r in run_ids for k in (store._keys(r).run, store._keys(r).lease)]
+    keys = [k for ks in map(store._keys, run_ids) for k in (ks.run, ks.lease)]
     results = store.run_script("READ_RUNS", keys, []) if keys else []
     for i in range(0, len(results), 2):
         flat = results[i]
