@@ -17,6 +17,13 @@ the seconds `mw.run(run_id)` takes to enter (median of 3), and the memory the op
 per step (tracemalloc, in another open; goal: <= 0.3 s and <= 0.25 KB per step), beside what
 decoding every record (how a run opened before) takes.
 
+Costs that must not grow with history (`_bench_history.py`, in a process of its own, each
+figure beside its anchor measured in that process), on SQLite, Redis and PostgreSQL
+($AGENTREWIND_TEST_POSTGRES, default postgresql://postgres@127.0.0.1:5432/postgres; skipped
+with a note when unreachable): `list_runs(limit=50)` over `--list-runs` runs (default 10,000;
+0 skips; goal <= 2 ms) beside reading every run (the old Redis `list_runs`), with the SQL
+stores' query plans; and the `--open-steps` open on each store beside decoding every record.
+
 The SQLite journal is also measured beside main's layout (schema V1, `_sqlite_layouts`), in
 interleaved rounds: WAL pages per journal write, µs per journal step, and that open.
 
@@ -40,6 +47,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from _bench_history import print_history, run_history
 from _bench_redis import bench_redis_url
 from _sqlite_layouts import compare as compare_sqlite_layouts
 from _sqlite_layouts import report as report_sqlite_layouts
@@ -49,6 +57,9 @@ import agentrewind
 GOALS = {"record": {"sqlite-normal": 200.0, "redis": 300.0}, "replay": 50.0}
 OPEN_GOALS = {"seconds": 0.3, "kb_per_step": 0.25}
 DBOS_QUOTED = "1700-1800"
+PG_URL = os.environ.get(
+    "AGENTREWIND_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 
 
 def _median_us(samples: list[float]) -> float:
@@ -265,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--open-steps", type=int, default=100_000, help="steps of the run opened (0: skip)"
     )
+    parser.add_argument(
+        "--list-runs", type=int, default=10_000, help="runs of the listed namespace (0: skip)"
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -297,6 +311,19 @@ def main(argv: list[str] | None = None) -> int:
             if args.open_steps
             else None
         )
+        history = {"sqlite": f"sqlite:///{directory / 'history.db'}?namespace=h"}
+        if missing is None:
+            history["redis"] = f"{bench_redis_url()}?prefix={prefix}&namespace=h"
+        try:
+            agentrewind.connect(PG_URL).close()
+            history["postgres"] = f"{PG_URL}?namespace=h{uuid.uuid4().hex[:8]}"
+        except (agentrewind.StoreUnavailableError, ImportError) as exc:
+            notes.append(f"postgres skipped: {exc}")
+        try:
+            lists, opens = run_history(history, args.list_runs, args.open_steps)
+        finally:
+            if missing is None:
+                _cleanup_redis(prefix)
         layouts = compare_sqlite_layouts(directory, args.steps, args.open_steps, record_open_run)
         dbos: dict[str, float] | str = (
             "--no-dbos given" if args.no_dbos else bench_dbos(directory, args.steps)
@@ -358,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for line in report_sqlite_layouts(layouts, args.open_steps):
         print(line)
+    print_history(lists, opens, args.list_runs, args.open_steps)
     for note in notes:
         print(f"note: {note}")
     print(f"total {time.perf_counter() - started:.1f}s")

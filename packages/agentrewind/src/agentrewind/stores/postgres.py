@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
+from ..records import RunInfo, RunMetrics, StepRecord
+from . import _pg_bulk
 from . import _pg_sql as Q
 from ._base import Store
 from ._fence import lease_is_live, leased_error, run_status
@@ -265,42 +266,11 @@ class PostgresStore(PostgresLeases, Store):
                     raise
         raise StoreBusyError(f"run {run_id!r}: its lease kept changing; not deleted, try again")
 
-    def _delete_many(self, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
-        if force:
-            return self._delete_runs(run_ids), []
-        # One query for the leases, then one transaction deletes the rest, checking them again
-        # as `delete_run` does (lease rows locked, a live one refuses the whole transaction).
-        rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, run_ids))
-        now = time.time()
-        leases = {r: (str(owner), float(until)) for r, owner, until in rows}
-        skipped = [r for r in run_ids if r in leases and lease_is_live(leases[r], now)]
-        doomed = [r for r in run_ids if r not in set(skipped)]
-        if not doomed:
-            return 0, skipped
-        dead = [leases[r][0] for r in doomed if r in leases and leases[r][1] > now]
-        check = {"ns": self.namespace, "runs": doomed, "now": now, "dead": dead}
-        statements = [(self.sql(n), check) for n in ("LOCK_LEASES", "LIVE_LEASES_REFUSE")]
-        statements += [(s, check) for s in self.sql("DELETE_RUN")]
-        try:
-            return len(self.write(statements, fetch=len(statements) - 1, guard=True)), skipped
-        except StoreBusyError:
-            raise
-        except StoreError as exc:
-            if "agentrewind: lease of run" not in str(exc):
-                raise
-        from ._prune import delete_each  # a lease was taken meanwhile: run by run
-
-        deleted, more = delete_each(self, doomed, False)
-        return deleted, skipped + more
-
-    def _delete_runs(self, runs: list[str], *, check: dict[str, Any] | None = None) -> int:
-        args = {"ns": self.namespace, "runs": runs}
-        statements = [(s, args) for s in self.sql("DELETE_RUN")]
-        if check is not None:
-            statements = [(self.sql(name), check) for name in ("LOCK_LEASE", "LIVE_LEASE_REFUSES")]
-            statements += [(s, args) for s in self.sql("DELETE_RUN")]
-        run = runs[0] if len(runs) == 1 else None
-        return len(self.write(statements, fetch=len(statements) - 1, guard=True, run=run))
+    # Bulk reads and deletes (`prune`, opening a long run), kept in `_pg_bulk`.
+    _delete_runs = _pg_bulk.delete_runs
+    _delete_many = _pg_bulk.delete_many
+    _load_index = _pg_bulk.load_index
+    _load_step = _pg_bulk.load_step
 
     def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
         args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
@@ -354,21 +324,6 @@ class PostgresStore(PostgresLeases, Store):
             return []
         rows = self.db.fetchall(self.sql("LOAD_STEPS"), (self.namespace, run_id))
         return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
-
-    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
-        if self.get_run(run_id) is None:
-            return []
-        rows = self.db.fetchall(self.sql("LOAD_INDEX"), (self.namespace, run_id))
-
-        def last() -> tuple[int, str] | None:
-            row = self.db.fetchone(self.sql("LAST_STEP"), (self.namespace, run_id))
-            return None if row is None else (int(row[0]), str(row[1]))
-
-        return open_journal([(k, bytes(d)) for k, d in rows], run_id=run_id, last=last)
-
-    def _load_step(self, run_id: str, key: str) -> StepRecord | None:
-        row = self.db.fetchone(self.sql("STEP_BY_KEY"), (self.namespace, run_id, key))
-        return None if row is None else StepRecord.decode(row[0], where=f"run {run_id!r} {key!r}")
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         row = self.db.fetchone(self.sql("GET_STEP"), (self.namespace, run_id, step_id))

@@ -1,0 +1,75 @@
+"""Bulk work of the PostgreSQL store: deleting many runs, and opening a long run from an index.
+
+The functions are the store's methods (`self` is the store).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import StoreBusyError, StoreError
+from ..records import StepIndex, StepRecord, open_journal
+from ._fence import lease_is_live
+
+__all__ = ["delete_many", "delete_runs", "load_index", "load_step"]
+
+
+def delete_runs(self: Any, runs: list[str], *, check: dict[str, Any] | None = None) -> int:
+    """Delete runs in one transaction (after `check`: the lease check of `delete_run`)."""
+    args = {"ns": self.namespace, "runs": runs}
+    statements = [(s, args) for s in self.sql("DELETE_RUN")]
+    if check is not None:
+        statements = [(self.sql(name), check) for name in ("LOCK_LEASE", "LIVE_LEASE_REFUSES")]
+        statements += [(s, args) for s in self.sql("DELETE_RUN")]
+    run = runs[0] if len(runs) == 1 else None
+    return len(self.write(statements, fetch=len(statements) - 1, guard=True, run=run))
+
+
+def delete_many(self: Any, run_ids: list[str], *, force: bool) -> tuple[int, list[str]]:
+    """`Store._delete_many`: one query for the leases, one transaction for the deletes."""
+    if force:
+        return self._delete_runs(run_ids), []
+    # One query for the leases, then one transaction deletes the rest, checking them again
+    # as `delete_run` does (lease rows locked, a live one refuses the whole transaction).
+    rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, run_ids))
+    now = time.time()
+    leases = {r: (str(owner), float(until)) for r, owner, until in rows}
+    skipped = [r for r in run_ids if r in leases and lease_is_live(leases[r], now)]
+    doomed = [r for r in run_ids if r not in set(skipped)]
+    if not doomed:
+        return 0, skipped
+    dead = [leases[r][0] for r in doomed if r in leases and leases[r][1] > now]
+    check = {"ns": self.namespace, "runs": doomed, "now": now, "dead": dead}
+    statements = [(self.sql(n), check) for n in ("LOCK_LEASES", "LIVE_LEASES_REFUSE")]
+    statements += [(s, check) for s in self.sql("DELETE_RUN")]
+    try:
+        return len(self.write(statements, fetch=len(statements) - 1, guard=True)), skipped
+    except StoreBusyError:
+        raise
+    except StoreError as exc:
+        if "agentrewind: lease of run" not in str(exc):
+            raise
+    from ._prune import delete_each  # a lease was taken meanwhile: run by run
+
+    deleted, more = delete_each(self, doomed, False)
+    return deleted, skipped + more
+
+
+def load_index(self: Any, run_id: str) -> StepIndex | list[StepRecord]:
+    """The run's journal: its records when short, else an index (see `journal.index`)."""
+    if self.get_run(run_id) is None:
+        return []
+    rows = self.db.fetchall(self.sql("LOAD_INDEX"), (self.namespace, run_id))
+
+    def last() -> tuple[int, str] | None:
+        row = self.db.fetchone(self.sql("LAST_STEP"), (self.namespace, run_id))
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    return open_journal([(k, bytes(d)) for k, d in rows], run_id=run_id, last=last)
+
+
+def load_step(self: Any, run_id: str, key: str) -> StepRecord | None:
+    """The record of the run under `key`, or None."""
+    row = self.db.fetchone(self.sql("STEP_BY_KEY"), (self.namespace, run_id, key))
+    return None if row is None else StepRecord.decode(row[0], where=f"run {run_id!r} {key!r}")
