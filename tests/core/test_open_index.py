@@ -159,3 +159,28 @@ def test_redis_opens_a_long_run_from_its_sites_without_reading_a_record(redis_ur
         client.close()
         mw.close()
         cleanup_redis(redis_url, ns)
+
+
+def test_a_redis_replay_reads_its_records_ahead_in_few_round_trips(redis_url: str) -> None:
+    import redis
+
+    ns = f"ahead-{time.monotonic_ns()}"
+    mw = _record(f"{redis_url}?namespace={ns}")
+    client = redis.Redis.from_url(redis_url)
+
+    def calls() -> dict[str, int]:
+        stats = client.info("commandstats")
+        return {c: stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "hget")}
+
+    try:
+        before = calls()
+        with mw.run("long") as run:
+            for i in range(STEPS):
+                assert run.step("work", lambda i: {"answer": -1}, i) == {"answer": i}
+        after = calls()
+        assert after["hget"] - before["hget"] < 10  # not a read per hit
+        assert after["evalsha"] - before["evalsha"] < 40  # 3,000 hits, ~12 read-aheads
+    finally:
+        client.close()
+        mw.close()
+        cleanup_redis(redis_url, ns)

@@ -244,6 +244,18 @@ end
 return {-1, cur, redis.call('PTTL', KEYS[6])}
 """
 
+# KEYS: a run's steps and order. ARGV: a step key, how many of the next keys (by seq) to read
+# too. Returns {keys, records}: a replay reads the records it will hit next in one round trip.
+READ_AHEAD = """
+local keys = {ARGV[1]}
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if score then
+  local after = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. score, '+inf', 'LIMIT', 0, ARGV[2])
+  for _, k in ipairs(after) do keys[#keys + 1] = k end
+end
+return {keys, redis.call('HMGET', KEYS[1], unpack(keys))}
+"""
+
 # KEYS: (run hash, lease) of each run of a page of the runs index (a single Redis: on a
 # Cluster they live in several slots, and a pipeline reads them). Returns, for each run, its
 # hash as a flat list and its lease holder (nil when none).

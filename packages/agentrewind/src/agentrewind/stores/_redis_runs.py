@@ -133,6 +133,29 @@ def backfill(client: Any, prefix: str, namespace: str) -> int:
     return moved
 
 
+AHEAD = 256
+"""Records a replay hit on Redis reads past its own (by seq): the ones it will likely hit next."""
+
+
+def load_ahead(store: Any, run_id: str, key: str) -> bytes | None:
+    """The encoded record of `key`, from what an earlier hit read ahead or with the next ones.
+
+    Replays hit records in the order they were written, so a hit that finds nothing read
+    ahead reads its record and the `AHEAD` next in one script: one round trip per 257 hits.
+    Each record is handed out once; a write of its key drops it (`put_steps`).
+    """
+    ahead = store._ahead.get(run_id)
+    if ahead is not None and key in ahead:
+        return ahead.pop(key)  # type: ignore[no-any-return]
+    keys = store._keys(run_id)
+    found, datas = store.run_script("READ_AHEAD", [keys.steps, keys.order], [key, AHEAD])
+    if len(store._ahead) > 64:
+        store._ahead.clear()  # runs opened and left: keep the memory bounded
+    fresh = {k.decode(): d for k, d in zip(found[1:], datas[1:], strict=True) if d is not None}
+    store._ahead[run_id] = fresh
+    return datas[0]  # type: ignore[no-any-return]
+
+
 def load_index(store: Any, run_id: str) -> StepIndex | list[StepRecord]:
     """The run's journal: every record decoded when short, else an index (`StepIndex`).
 

@@ -17,7 +17,7 @@ from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._redis_io import RedisIO
 from ._redis_migrate import check_layout
-from ._redis_runs import delete_many, list_page, load_index, run_info
+from ._redis_runs import delete_many, list_page, load_ahead, load_index, run_info
 from ._redis_safety import warn_if_volatile
 
 try:
@@ -125,6 +125,7 @@ class RedisStore(RedisIO, Store):
                         "DELETE_RUN",
                         "DROP_GONE",
                         "READ_RUNS",
+                        "READ_AHEAD",
                     )
                 }
             )
@@ -132,6 +133,7 @@ class RedisStore(RedisIO, Store):
             self.runs_index = K.runs_index(prefix, self.namespace)
             self.by_update = True  # the runs index is scored by update time (layout 3)
             self.read_only = False  # True: list_runs leaves members of expired runs in place
+            self._ahead: dict[str, dict[str, bytes]] = {}  # run -> records read ahead
             try:
                 self._check_schema()
                 warn_if_volatile(self.client, self.url, persistence_warning)
@@ -306,6 +308,8 @@ class RedisStore(RedisIO, Store):
         heads: dict[str, str] | None = None,
         owner: str | None = None,
     ) -> None:
+        for r in records:  # what was read ahead of these keys is stale now
+            self._ahead.get(r.run_id, {}).pop(r.key, None)
         head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
@@ -331,10 +335,11 @@ class RedisStore(RedisIO, Store):
         return records
 
     def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        self._ahead.pop(run_id, None)  # a new open reads afresh
         return load_index(self, run_id)
 
     def _load_step(self, run_id: str, key: str) -> StepRecord | None:
-        data = self._call(lambda: self.client.hget(self._keys(run_id).steps, key))
+        data = load_ahead(self, run_id, key)
         return None if data is None else StepRecord.decode(data, where=f"run {run_id!r} {key!r}")
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
