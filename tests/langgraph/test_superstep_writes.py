@@ -80,20 +80,31 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
             return await areal(*args, **kw)
 
         atarget.send_packed_command = acounted
-    else:
-        target, name = saver.store, "write_in"
+    else:  # PostgreSQL: write transactions, sync (`run_in`) or async (`AsyncPostgres.run`)
+        target, name = saver.store.db, "run_in"
+        aside: Any = saver.store.aio
+        arun = aside.run
+
+        async def arun_counted(txn: Any, **kw: Any) -> Any:
+            if txn.write:
+                bump()
+            return await arun(txn, **kw)
+
+        aside.run = arun_counted
     real = getattr(target, name)
 
     def counted(*args: Any, **kw: Any) -> Any:
-        bump()
+        if kw.get("write", True):
+            bump()
         return real(*args, **kw)
 
     setattr(target, name, counted)
     try:
         yield n
     finally:
-        if target is saver.store:
+        if scheme == "postgresql":
             delattr(target, name)
+            del aside.run
         else:
             setattr(target, name, real)
         if scheme == "redis":

@@ -89,10 +89,22 @@ class ThreadLeases:
         """`op` checking the lease atomically with its write, where the store allows it.
 
         On SQLite the saver's transaction checks the lease row in the same transaction
-        (`SQLiteStore.check_lease_in`); on PostgreSQL `op` runs in one transaction behind
-        the lease fence (`PostgresStore.fenced_in`); elsewhere `hold` before the write is
-        the check.
+        (`SQLiteStore.check_lease_in`); on PostgreSQL each transaction of `op` (a flow)
+        starts with the lease fence (`PostgresStore.fenced_flow`); elsewhere `hold` before
+        the write is the check.
         """
+        fenced_flow = getattr(self.store, "fenced_flow", None)
+        if fenced_flow is not None:
+            name, owner = lease_name(thread_id), self.owner
+
+            def flow() -> Any:
+                try:
+                    return (yield from fenced_flow(name, owner, op()))
+                except LeaseLostError as exc:
+                    self._mark_lost(thread_id, exc.owner)
+                    raise
+
+            return flow
         fenced_in = getattr(self.store, "fenced_in", None)
         check = getattr(self.store, "check_lease_in", None)
         if fenced_in is None and check is None:

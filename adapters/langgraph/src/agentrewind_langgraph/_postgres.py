@@ -1,9 +1,12 @@
 """PostgreSQL backend of `RewindSaver`: `lg_` tables in the store's schema.
 
 Each write is one statement (see `_pg_sql`): one round trip, one transaction, no lock held
-in this process, so a pool's connections write in parallel. The latest checkpoint, with its
-values and pending writes, is one statement by primary key. Async callers run the same
-operations on worker threads, each on its own pooled connection.
+in this process, so a pool's connections write in parallel. A write (and a query, see
+`_pg_reads`) is a `PostgresFlow`: a generator of transactions that the store runs on its sync
+pool (`execute`) or on the running loop's `AsyncConnectionPool` (`aexecute`: no thread), so
+sync and async share one code path. The maintenance operations that hold rows locked across
+several statements (prune, delete for runs, purge) are functions of a connection
+(`OnConnection`), run on the sync pool; async callers run them on a worker thread.
 """
 
 from __future__ import annotations
@@ -11,27 +14,38 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-from agentrewind.adapters import SchemaVersionError
+from agentrewind.adapters import PostgresFlow, PostgresTxn, SchemaVersionError
 
 from . import _pg_sql as Q
-from ._codec import BlobRow, CheckpointInfo, PutRow, RawTuple, WriteRow, assemble_blob, plan_removal
+from ._codec import BlobRow, CheckpointInfo, PutRow, WriteRow, plan_removal
 from ._defer import HeldWrites
+from ._pg_reads import PostgresReads
 
-__all__ = ["PostgresBackend"]
+__all__ = ["OnConnection", "PostgresBackend"]
 
 T = TypeVar("T")
-Op = Callable[[Any], T]
-"""A write operation: a function of a pooled connection."""
+
+
+@dataclass(frozen=True)
+class OnConnection(Generic[T]):
+    """An operation that needs one connection for a whole transaction of its own."""
+
+    fn: Callable[[Any], T]
+
+
+Op = Callable[[], PostgresFlow[T]] | OnConnection[T]
+"""A write operation: a flow (made by calling it) or a function of a pooled connection."""
 _TOUCH_EVERY = 1.0
 """Without a TTL, a thread's `updated_at` is refreshed at most this often (seconds) by one
 process: each refresh leaves a dead row version behind."""
 
 
-class PostgresBackend:
+class PostgresBackend(PostgresReads):
     """The `lg_` tables of one PostgreSQL store namespace."""
 
     def __init__(self, store: Any, *, tombstone_ttl: float) -> None:
@@ -73,28 +87,26 @@ class PostgresBackend:
 
     def execute(self, op: Op[T]) -> T:
         """Run a write operation from a sync caller (a dropped connection is retried once)."""
-        return self.db.call(op)  # type: ignore[no-any-return]
+        if isinstance(op, OnConnection):
+            return self.db.call(op.fn)  # type: ignore[no-any-return]
+        return self.store.drive(op())  # type: ignore[no-any-return]
 
     async def aexecute(self, op: Op[T]) -> T:
-        """Run a write operation on a worker thread (the pool allows many at once)."""
+        """Run a write operation on the loop's async pool (`OnConnection`: a worker thread)."""
+        if not isinstance(op, OnConnection):
+            return await self.store.adrive(op())  # type: ignore[no-any-return]
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(8, thread_name_prefix="agentrewind-lg-pg")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self.execute, op)
+        return await loop.run_in_executor(self._pool, self.db.call, op.fn)
 
     def close(self) -> None:
         """Stop worker threads."""
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-
-    def _fetch(self, name: str, args: dict[str, Any], **fmt: str) -> list[Any]:
-        sql = self.sql(name)
-        if fmt:
-            sql = sql.format(**fmt)
-        return self.db.fetchall(sql, args)  # type: ignore[no-any-return]
 
     # -- writes ------------------------------------------------------------------------------
     def _known(self, thread_id: str, run_id: str | None, now: float, ttl: float | None) -> bool:
@@ -173,7 +185,7 @@ class PostgresBackend:
             "ts": row.ts,
         }
 
-        def op(conn: Any) -> bool:
+        def op() -> PostgresFlow[bool]:
             blobs = list(row.blobs)
             full = not self._known(tid, run, now, ttl)
             writes_sql = self.sql("PUT_WRITES" if full else "PUT_WRITES_KNOWN")
@@ -189,7 +201,7 @@ class PostgresBackend:
                     b_val=[b.value for b in blobs],
                 )
                 put = [*pre, (self.sql("PUT" if full else "PUT_KNOWN"), args)]
-                ok, missing = self.store.write_in(conn, put, fetch=len(put) - 1)[0]
+                ok, missing = (yield PostgresTxn(put, len(put) - 1))[0]
                 pre = []  # stored: a retry sends the checkpoint alone
                 if ok:
                     if full:
@@ -222,10 +234,10 @@ class PostgresBackend:
         """The operation storing the pending writes of one task (one statement)."""
         args = self._writes_args(thread_id, cns, cid, rows, now, ttl)
 
-        def op(conn: Any) -> bool:
+        def op() -> PostgresFlow[bool]:
             known = self._known(thread_id, None, now, ttl)
             sql = self.sql("PUT_WRITES_KNOWN" if known else "PUT_WRITES")
-            ok = bool(self.store.write_in(conn, [(sql, args)], fetch=0)[0][0])
+            ok = bool((yield PostgresTxn([(sql, args)], 0))[0][0])
             if ok and not known:
                 self._remember(thread_id, None, now)
             return ok
@@ -258,9 +270,9 @@ class PostgresBackend:
         statements = [(s, args) for s in self.sql("DELETE_THREAD")]
         statements.append((self.sql("SET_TOMBSTONE"), args))
 
-        def op(conn: Any) -> None:
+        def op() -> PostgresFlow[None]:
             self.forget(thread_id)
-            self.store.write_in(conn, statements)
+            yield PostgresTxn(statements)
             self.forget(thread_id)  # and what a put running meanwhile learnt
 
         return op
@@ -272,8 +284,8 @@ class PostgresBackend:
         statements += [(s, args) for s in self.sql("COPY_THREAD")]
         statements += [(self.sql("CLEAR_TOMBSTONE"), args), (self.sql("TOUCH_THREAD"), args)]
 
-        def op(conn: Any) -> None:
-            self.store.write_in(conn, statements)
+        def op() -> PostgresFlow[None]:
+            yield PostgresTxn(statements)
             self.forget(dst)  # its runs are the source's now
 
         return op
@@ -321,7 +333,7 @@ class PostgresBackend:
             with self.db.transaction(conn):
                 return sum(self._remove_in(conn, t, keep_last=keep_last) for t in thread_ids)
 
-        return op
+        return OnConnection(op)
 
     def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[int]:
         """The operation deleting the checkpoints written by `run_ids`."""
@@ -332,7 +344,7 @@ class PostgresBackend:
                 threads = [t for (t,) in conn.execute(self.sql("RUN_THREADS"), args)]
                 return sum(self._remove_in(conn, t, run_ids=set(run_ids)) for t in threads)
 
-        return op
+        return OnConnection(op)
 
     def purge_expired_op(self, now: float) -> Op[int]:
         """The operation deleting threads whose TTL ran out, and old tombstones."""
@@ -349,126 +361,4 @@ class PostgresBackend:
                     self.forget(thread_id)
             return len(expired)
 
-        return op
-
-    # -- reads -------------------------------------------------------------------------------
-    def thread_ids(self) -> list[str]:
-        """Every thread of the namespace."""
-        return [r[0] for r in self._fetch("THREAD_IDS", {"ns": self.ns})]
-
-    def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
-        """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""
-        rows = self._fetch("LIST_THREADS", {"ns": self.ns, "now": now, "limit": limit})
-        return [
-            (str(t), float(c), float(u), None if e is None else float(e)) for t, c, u, e in rows
-        ]
-
-    def query(
-        self,
-        *,
-        thread_id: str | None,
-        cns: str | None,
-        checkpoint_id: str | None,
-        before: str | None,
-        pushdown: Sequence[tuple[str, Any]],
-        limit: int | None,
-        now: float,
-    ) -> Iterator[RawTuple]:
-        """Checkpoints newest first, complete with channel values and pending writes."""
-        args: dict[str, Any] = {"ns": self.ns, "now": now}
-        where = []
-        for name, condition, value in (
-            ("tid", "c.thread_id = %(tid)s", thread_id),
-            ("cns", "c.cns = %(cns)s", cns),
-            ("cid", "c.checkpoint_id = %(cid)s", checkpoint_id),
-            ("before", "c.checkpoint_id < %(before)s", before),
-        ):
-            if value is not None:
-                where.append("AND " + condition)
-                args[name] = value
-        if pushdown:
-            # GIN (jsonb_path_ops); rows whose metadata needed serde are checked in Python.
-            where.append("AND (c.metadata @> %(filter)s::jsonb OR c.metadata IS NULL)")
-            args["filter"] = json.dumps(dict(pushdown))
-        if limit is not None:
-            args["limit"] = limit
-        key = f"QUERY:{'|'.join(where)}:{limit is not None}"
-        sql = self._sql.get(key)
-        if sql is None:
-            inner = self.sql("SELECT_CHECKPOINTS").format(
-                live=self.sql("LIVE"),
-                where=" ".join(where),
-                limit="LIMIT %(limit)s" if limit is not None else "",
-            )
-            sql = self._sql[key] = self.sql("QUERY").format(inner=inner)
-        for r in self.db.fetchall(sql, args):
-            yield _raw(r)
-
-    def blob_values(
-        self, thread_id: str, cns: str, pairs: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], tuple[str, bytes] | None]:
-        """Stored values of `(channel, version)` pairs; None marks an empty one, absent: no row."""
-        if not pairs:
-            return {}
-        args = {
-            "ns": self.ns,
-            "tid": thread_id,
-            "cns": cns,
-            "chs": [c for c, _ in pairs],
-            "vers": [v for _, v in pairs],
-        }
-        chains: dict[tuple[str, str], list[tuple[int, str, int, str, bytes]]] = {}
-        for wc, wv, depth, kind, n, typ, val in self._fetch("BLOB_CHAIN", args):
-            chains.setdefault((wc, wv), []).append((depth, kind, n, typ, val))
-        out: dict[tuple[str, str], tuple[str, bytes] | None] = {}
-        for pair, chain in chains.items():
-            chain.sort()
-            out[pair] = assemble_blob([(k, n, t, v) for _, k, n, t, v in chain])
-        return out
-
-    def parent_chain(
-        self, thread_id: str, cns: str, checkpoint_id: str
-    ) -> list[tuple[str, str | None, dict[str, str]]]:
-        """`(id, parent_id, versions)` from the checkpoint up to the root."""
-        args = {"ns": self.ns, "tid": thread_id, "cns": cns, "cid": checkpoint_id}
-        return [(c, p, json.loads(v)) for c, p, v in self._fetch("PARENT_CHAIN", args)]
-
-    def writes_for(
-        self, thread_id: str, cns: str, cids: Sequence[str]
-    ) -> dict[str, list[tuple[str, str, str, bytes]]]:
-        """Pending writes of several checkpoints, each list in `writes_sort_key` order."""
-        out: dict[str, list[tuple[str, str, str, bytes]]] = {}
-        if not cids:
-            return out
-        args = {"ns": self.ns, "tid": thread_id, "cns": cns, "cids": list(cids)}
-        for cid, task, ch, typ, val in self._fetch("WRITES_FOR", args):
-            out.setdefault(cid, []).append((task, ch, typ, bytes(val)))
-        return out
-
-
-def _raw(r: tuple[Any, ...]) -> RawTuple:
-    (tid, cns, cid, parent, cp_type, cp, versions, md, md_type, md_blob,
-     b_ch, b_kind, b_n, b_type, b_val, w_task, w_ch, w_type, w_val) = r  # fmt: skip
-    if md is None and md_type == "json" and md_blob is not None:
-        md, md_blob = bytes(md_blob).decode(), None
-    values: dict[str, tuple[str, bytes]] = {}
-    if b_ch:
-        i = 0
-        while i < len(b_ch):
-            j = i
-            while j < len(b_ch) and b_ch[j] == b_ch[i]:
-                j += 1
-            chain = [(b_kind[k], b_n[k], b_type[k], b_val[k]) for k in range(i, j)]
-            typed = assemble_blob(chain)
-            if typed is not None:
-                values[b_ch[i]] = (typed[0], bytes(typed[1]))
-            i = j
-    writes = (
-        [(w_task[k], w_ch[k], w_type[k], bytes(w_val[k])) for k in range(len(w_task))]
-        if w_task
-        else []
-    )
-    return RawTuple(
-        tid, cns, cid, parent, cp_type, bytes(cp), json.loads(versions), md, md_type,
-        None if md_blob is None else bytes(md_blob), values, writes,
-    )  # fmt: skip
+        return OnConnection(op)

@@ -32,6 +32,10 @@ What an adapter does, and where it finds it:
   `RedisScript` / `RedisCommand` / `RedisPipeline` and receiving each reply (a `RedisFlow`);
   `store.drive(flow)` runs it on the sync client, `await store.adrive(flow)` on the store's
   `redis.asyncio` client of the running loop (no thread), so sync and async share one code path.
+- **PostgreSQL I/O written once**: likewise a `PostgresFlow` yields `PostgresTxn`s (statements
+  run as one transaction in one pipeline, with the store's per-transaction settings) and
+  receives their rows; `PostgresStore.drive` / `await adrive` run it on the sync pool or the
+  running loop's `AsyncConnectionPool`, and `fenced_flow` puts its writes behind a lease.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
 from .stores._base import make_lease_owner, retire_lease_owner
+from .stores._pg_flow import PgFlow as PostgresFlow
+from .stores._pg_flow import Txn as PostgresTxn
 from .stores._redis_io import Command as RedisCommand
 from .stores._redis_io import Pipeline as RedisPipeline
 from .stores._redis_io import RedisFlow
@@ -98,6 +104,8 @@ __all__ = [
     "LeaseLostError",
     "MemoryStore",
     "Middleware",
+    "PostgresFlow",
+    "PostgresTxn",
     "RecordedStepError",
     "RedisCommand",
     "RedisFlow",

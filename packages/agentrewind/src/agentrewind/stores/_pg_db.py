@@ -100,6 +100,7 @@ class PostgresDatabase:
         self.url = redact(conninfo or "") if conninfo else "postgresql://(caller's connection)"
         self.conninfo = conninfo or getattr(pool, "conninfo", "") or ""
         self.pipeline = pipeline
+        self.max_size, self.prepare_threshold = max_size, prepare_threshold
         self.connect_timeout = connect_timeout
         self._conn: Any = connection
         self._conn_lock = threading.RLock()
@@ -431,20 +432,14 @@ class PostgresDatabase:
                 self.pool.close(timeout=1.0)
 
 
+_DROPPED = (
+    "server closed the connection", "connection is closed", "the connection is lost",
+    "terminating connection", "consuming input failed", "ssl connection has been closed",
+    "connection reset", "eof detected", "bad connection",
+)  # fmt: skip
+
+
 def _dropped(exc: BaseException) -> bool:
     """True when the error means the connection is gone (worth one retry on a fresh one)."""
     text = str(exc).lower()
-    return any(
-        s in text
-        for s in (
-            "server closed the connection",
-            "connection is closed",
-            "the connection is lost",
-            "terminating connection",
-            "consuming input failed",
-            "ssl connection has been closed",
-            "connection reset",
-            "eof detected",
-            "bad connection",
-        )
-    )
+    return any(s in text for s in _DROPPED)

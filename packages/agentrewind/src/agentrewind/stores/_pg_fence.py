@@ -18,6 +18,7 @@ from . import _pg_sql as Q
 from ._base import LeaseResult, lease_owner_is_dead
 from ._fence import check_fence
 from ._pg_db import PostgresDatabase, Statement
+from ._pg_flow import PgFlow, Txn
 
 __all__ = ["PostgresLeases"]
 
@@ -118,6 +119,34 @@ class PostgresLeases:
                 raise
             self._refused(run_id, owner)
             raise
+
+    def fenced_flow(self, run_id: str, owner: str, flow: PgFlow[T]) -> PgFlow[T]:
+        """`flow` with each of its write transactions behind the lease fence.
+
+        The fence statement goes first in the transaction (same pipeline, one round trip):
+        it locks the lease row until the commit, so the writes commit only while `owner`
+        holds the lease. The flow twin of `fenced_in`, for `drive` and `adrive`.
+
+        Raises:
+            LeaseLostError: Another owner holds the lease, or it expired or was deleted.
+        """
+        reply: Any = None
+        while True:
+            try:
+                item = flow.send(reply)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if item.write:
+                at = None if item.fetch is None else item.fetch + 1
+                fence = self.fence_statement(run_id, owner)
+                item = Txn([fence, *item.statements], at, guard=True)
+            try:
+                reply = yield item
+            except Exception as exc:
+                if "agentrewind: lease of run" not in str(exc):
+                    raise
+                self._refused(run_id, owner)
+                raise
 
     def _refused(self, run_id: str, owner: str) -> None:
         """Raise the error naming why the fence refused `owner` (the lease and run, read)."""

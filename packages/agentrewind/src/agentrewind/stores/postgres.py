@@ -16,6 +16,8 @@ from ._base import Store
 from ._fence import lease_is_live, leased_error, run_status
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
 from ._pg_fence import PostgresLeases
+from ._pg_flow import PgFlow
+from ._pg_flow import drive as _drive
 from ._pg_rows import run_info
 
 __all__ = ["PostgresStore"]
@@ -45,6 +47,11 @@ class PostgresStore(PostgresLeases, Store):
         schema: Schema holding the tables (created if missing; default `public`).
         pool: Your own `psycopg_pool.ConnectionPool` (autocommit connections); left open.
         connection: Your own `psycopg.Connection`, used under a lock; left open.
+        async_pool: Your own `psycopg_pool.AsyncConnectionPool` (autocommit connections)
+            for the async API (`adrive`), left open; alone, its `conninfo` also opens the
+            store's sync pool. Default: a pool per event loop, opened on first async use.
+        async_connection: Your own `psycopg.AsyncConnection` for the async API, used under
+            an `asyncio.Lock`, left open (needs `url`, `pool` or `connection` for the rest).
         durability: `"full"` (default: the server's `synchronous_commit`) or `"normal"`
             (`synchronous_commit = off` local to each write transaction: a server crash may
             lose the last few hundred milliseconds of commits, never corrupts).
@@ -80,6 +87,8 @@ class PostgresStore(PostgresLeases, Store):
         schema: str = "public",
         pool: Any = None,
         connection: Any = None,
+        async_pool: Any = None,
+        async_connection: Any = None,
         durability: str = "full",
         max_size: int = 8,
         prepare_threshold: int | None = 5,
@@ -93,6 +102,8 @@ class PostgresStore(PostgresLeases, Store):
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
         self.schema = schema
         self._q = quote_schema(schema)
+        if url is None and pool is None and connection is None and async_pool is not None:
+            url = async_pool.conninfo
         self.db = PostgresDatabase(
             url,
             pool=pool,
@@ -108,6 +119,8 @@ class PostgresStore(PostgresLeases, Store):
         self.read_only = read_only
         if durability == "normal":  # per write transaction (SET LOCAL), never the session
             self.db.write_settings["synchronous_commit"] = "off"
+        self._async_args = {"pool": async_pool, "connection": async_connection}
+        self._aio: Any = None
         self._sql: dict[str, Any] = {}
         self._guarded: dict[tuple[str, bool, bool], str] = {}
         try:
@@ -389,6 +402,32 @@ class PostgresStore(PostgresLeases, Store):
         """Async twin of `set_head`."""
         await self._in_thread(self.set_head, run_id, branch, step_id, owner=owner, notify=notify)
 
+    # -- I/O written once (see `_pg_flow`) ----------------------------------------------------
+    def drive(self, flow: PgFlow[T]) -> T:
+        """Run `flow` on the sync pool; returns its result."""
+        return _drive(self.db, flow, read_only=self.read_only, url=self.url)
+
+    async def adrive(self, flow: PgFlow[T]) -> T:
+        """Run `flow` on the running loop's `AsyncConnectionPool` (no thread)."""
+        result: T = await self.aio.adrive(flow, read_only=self.read_only)
+        return result
+
+    @property
+    def aio(self) -> Any:
+        """The async side (`_pg_async.AsyncPostgres`), made on first use."""
+        if self._aio is None:
+            from ._pg_async import AsyncPostgres
+
+            self._aio = AsyncPostgres(self.db, **self._async_args)
+        return self._aio
+
+    async def aclose_async(self) -> None:
+        """Close the running loop's async pool (others are closed by `close`)."""
+        if self._aio is not None:
+            await self._aio.aclose()
+
     def close(self) -> None:
+        if self._aio is not None:
+            self._aio.close_now()
         self.db.close()
         super().close()

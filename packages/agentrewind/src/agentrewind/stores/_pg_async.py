@@ -1,0 +1,158 @@
+"""Async PostgreSQL: a `psycopg_pool.AsyncConnectionPool` per event loop, and `adrive`.
+
+The async twin of `_pg_db.PostgresDatabase.call` / `run_in` for `PgFlow` operations (see
+`_pg_flow`): no thread, the statements and per-transaction settings are the sync path's.
+The pool is opened lazily on first use in a loop (the store's `max_size` and
+`prepare_threshold`, autocommit connections) and closed by `aclose` (this loop's) or
+`close_now` (the others'). A caller's own `AsyncConnectionPool` (any loop: it is bound to
+the one it runs in) or `AsyncConnection` (used under an `asyncio.Lock`, its transactions
+explicit) is used instead and left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from ..errors import StoreError
+from ._pg_db import _GONE, PostgresDatabase, _dropped
+from ._pg_flow import PgFlow, Txn
+
+__all__ = ["AsyncPostgres"]
+
+T = TypeVar("T")
+
+
+class AsyncPostgres:
+    """The async side of one `PostgresDatabase`."""
+
+    def __init__(self, db: PostgresDatabase, *, pool: Any = None, connection: Any = None) -> None:
+        self.db = db
+        self._user_pool = pool
+        self._conn = connection
+        self._conn_lock: asyncio.Lock | None = None
+        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self.checkouts = 0
+        """Connections taken for a transaction (tests count them)."""
+
+    async def _pool(self) -> Any:
+        if self._user_pool is not None:
+            return self._user_pool
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            for old in [lp for lp in self._pools if lp.is_closed()]:
+                self._pools.pop(old)
+            if not self.db.conninfo:
+                raise StoreError(
+                    "async use of a PostgreSQL store opened on a caller's sync connection "
+                    "needs its URL, an AsyncConnectionPool or an AsyncConnection"
+                )
+            pool = self._pools[loop] = AsyncConnectionPool(
+                self.db.conninfo,
+                min_size=1,
+                max_size=self.db.max_size,
+                kwargs={"autocommit": True, "prepare_threshold": self.db.prepare_threshold},
+                timeout=self.db.connect_timeout,
+                open=False,
+                name="agentrewind-async",
+            )
+            await pool.open(wait=False)
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """An async connection for one transaction (pooled, or the caller's under a lock)."""
+        if self.db._closed:
+            raise StoreError(f"PostgreSQL store {self.db.url} is closed")
+        self.checkouts += 1
+        if self._conn is not None:
+            if self._conn_lock is None:
+                self._conn_lock = asyncio.Lock()
+            async with self._conn_lock:
+                yield self._conn
+            return
+        pool = await self._pool()
+        async with pool.connection(timeout=self.db.connect_timeout) as conn:
+            yield conn
+
+    async def run(self, txn: Txn, *, read_only: bool = False) -> list[Any]:
+        """One transaction; a dropped connection is replaced and it runs once more."""
+        if txn.write and read_only:
+            raise StoreError(f"PostgreSQL store {self.db.url} was opened read-only")
+        db = self.db
+        for attempt in (0, 1):
+            try:
+                async with self.connection() as conn:
+                    return await self._run_in(conn, txn)
+            except _GONE as exc:
+                if attempt == 0 and self._conn is None and _dropped(exc):
+                    with contextlib.suppress(Exception):
+                        await (await self._pool()).check()
+                    continue
+                raise db.translate(exc) from exc
+            except psycopg.Error as exc:
+                raise db.translate(exc) from exc
+            except StoreError:
+                raise
+            except Exception as exc:
+                if type(exc).__name__ == "PoolTimeout":
+                    raise db.translate(exc) from exc
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_in(self, conn: Any, txn: Txn) -> list[Any]:
+        """`PostgresDatabase.run_in` on an async connection (same prefix, same pipeline)."""
+        statements = txn.statements
+        prefix = self.db._prefix(txn.write, txn.guard or len(statements) > 1, None)
+        full = [*statements] if prefix is None else [prefix, *statements]
+        at = None if txn.fetch is None else txn.fetch + len(full) - len(statements)
+        if len(full) == 1 and conn.autocommit:  # a statement is its own transaction
+            cur = await conn.execute(*full[0])
+            return [] if at is None else list(await cur.fetchall())
+        if self.db.pipeline and self._conn is None and conn.autocommit:
+            async with conn.pipeline():
+                try:
+                    cursors = [await conn.execute(q, p) for q, p in full]
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        await conn.execute("ROLLBACK")
+                    raise
+        else:
+            async with conn.transaction():
+                cursors = [await conn.execute(q, p) for q, p in full]
+        return [] if at is None else list(await cursors[at].fetchall())
+
+    async def adrive(self, flow: PgFlow[T], *, read_only: bool = False) -> T:
+        """Run `flow` on this event loop's pool; returns its result."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                item = flow.send(reply) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            reply, error = None, None
+            try:
+                reply = await self.run(item, read_only=read_only)
+            except Exception as exc:
+                error = exc
+
+    async def aclose(self) -> None:
+        """Close the pool this object opened for the running loop."""
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close(timeout=1.0)
+
+    def close_now(self) -> None:
+        """Forget every loop's pool (from the sync `close`): a running loop closes its own."""
+        pools, self._pools = self._pools, {}
+        for loop, pool in pools.items():
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    asyncio.run_coroutine_threadsafe(pool.close(timeout=1.0), loop)

@@ -1,0 +1,70 @@
+"""PostgreSQL I/O written once: an operation is a generator of transactions (a `PgFlow`).
+
+A flow yields `Txn`s (statements run as one transaction, in one pipeline) and receives each
+one's rows; `drive` runs it on the sync pool, `_pg_async.AsyncPostgres.adrive` on the event
+loop's `psycopg_pool.AsyncConnectionPool`. Both apply the same per-transaction settings
+(`PostgresDatabase._prefix`: lock_timeout, row-level security's namespace,
+synchronous_commit) and the same error translation, so sync and async share one code path.
+An error of a transaction is thrown into the flow (so a wrapper such as the lease fence can
+name it) and, uncaught, out of the driver. Needs no psycopg import (the adapters' API names it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["PgFlow", "Txn", "drive"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Txn:
+    """Statements run as one transaction (one pipeline: one round trip, one commit).
+
+    Attributes:
+        statements: `(sql, params)` pairs, in order.
+        fetch: Index of the statement whose rows are the reply (None: the reply is []).
+        write: False for a read (only the database's `settings` apply, never refused on a
+            read-only store).
+        guard: Run under `lock_timeout` even when it is a single statement.
+    """
+
+    statements: Sequence[tuple[str, Any]]
+    fetch: int | None = None
+    write: bool = True
+    guard: bool = False
+
+
+PgFlow = Generator[Txn, list[Any], T]
+"""An operation on PostgreSQL: yields `Txn`s, receives their rows, returns its result."""
+
+
+def drive(db: Any, flow: PgFlow[T], *, read_only: bool = False, url: str = "") -> T:
+    """Run `flow` on `db` (a `PostgresDatabase`), each transaction on a pooled connection."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        try:
+            reply = db.call(lambda conn, t=item: run_txn(db, conn, t, read_only, url))
+        except Exception as exc:
+            error = exc
+
+
+def run_txn(db: Any, conn: Any, txn: Txn, read_only: bool, url: str) -> list[Any]:
+    """One `Txn` on a connection the caller holds (`PostgresDatabase.run_in`)."""
+    if txn.write and read_only:
+        from ..errors import StoreError
+
+        raise StoreError(f"PostgreSQL store {url} was opened read-only")
+    rows: list[Any] = db.run_in(
+        conn, txn.statements, fetch=txn.fetch, write=txn.write, guard=txn.guard
+    )
+    return rows
