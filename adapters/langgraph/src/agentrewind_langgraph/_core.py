@@ -25,13 +25,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-import agentrewind
-from agentrewind.adapters import Encryption, Store
+from agentrewind.adapters import Encryption
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases
-from ._open import memory_sqlite, next_version, open_backend, url_of
+from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
 from ._rows import (
     collect_history,
     find_seeds,
@@ -53,7 +52,7 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def __init__(
         self,
-        store_or_url: Store | str | None = None,
+        store_or_url: Any = None,
         *,
         serde: SerializerProtocol | None = None,
         ttl: float | None = None,
@@ -70,13 +69,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         elif allowed_msgpack_modules and isinstance(serde, JsonPlusSerializer):
             serde = serde.with_msgpack_allowlist(allowed_msgpack_modules)
         super().__init__(serde=encrypted(serde, encryption))
-        if isinstance(store_or_url, Store):
-            store, self._owns_store = store_or_url, False
-        else:
-            store, self._owns_store = (
-                agentrewind.connect(url_of(store_or_url), namespace=namespace),
-                True,
-            )
+        store, self._owns_store = open_store(store_or_url, namespace)
         self._public_store = store
         if store.scheme == "memory":
             store = memory_sqlite(store)

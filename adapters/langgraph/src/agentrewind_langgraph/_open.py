@@ -8,9 +8,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import agentrewind
 from agentrewind.adapters import Store
 
-__all__ = ["memory_sqlite", "next_version", "open_backend", "url_of"]
+__all__ = ["memory_sqlite", "next_version", "open_backend", "open_store", "url_of"]
 
 _MEMORY_FILES: dict[str, str] = {}
 _MEMORY_LOCK = threading.Lock()
@@ -36,6 +37,26 @@ def url_of(conn_string: str | None) -> str | None:
     if conn_string == ":memory:":
         return "memory://"
     return "sqlite:///" + str(Path(conn_string).expanduser().resolve())
+
+
+def open_store(store_or_url: Any, namespace: str | None) -> tuple[Store, bool]:
+    """The store a saver writes to, and whether the saver opened it (and closes it).
+
+    A `Store` is used as is; a `psycopg_pool.AsyncConnectionPool` (its `conninfo` a
+    `postgresql://` URL) opens a PostgreSQL store whose async API runs on that pool (left
+    open) and whose sync API on a pool of its own; anything else is a URL or file path.
+    """
+    if isinstance(store_or_url, Store):
+        return store_or_url, False
+    if type(store_or_url).__name__ == "AsyncConnectionPool":
+        url = str(getattr(store_or_url, "conninfo", ""))
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                "RewindSaver(AsyncConnectionPool) needs a pool whose conninfo is a "
+                "postgresql:// URL; else pass PostgresStore(conninfo, async_pool=pool)"
+            )
+        return agentrewind.connect(url, namespace=namespace, async_pool=store_or_url), True
+    return agentrewind.connect(url_of(store_or_url), namespace=namespace), True
 
 
 def open_backend(store: Store, tombstone_ttl: float) -> Any:

@@ -2,8 +2,8 @@
 
 The sync API and the store handling live in `_core.SaverCore`; this module adds the async
 twins, which build the same backend operations and run them without blocking the loop: on a
-backend with a native async transport (`aexecute`, `aquery`: Redis) on the event loop itself,
-else on the backend's writer thread and a small pool of reader threads.
+backend with a native async transport (`aexecute`, `aquery`: Redis, PostgreSQL) on the event
+loop itself, else on the backend's writer thread and a small pool of reader threads.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class RewindSaver(SaverCore):
             `redis://host:6379/0`, `rediss://...`, `postgresql://user@host/db`; Redis Cluster
             is detected). A plain file
             path means SQLite. Default: `$AGENTREWIND_STORE`, else the SQLite default.
+            On PostgreSQL the async API runs natively on a `psycopg_pool.AsyncConnectionPool`
+            per event loop (no thread; `aclose()` closes it). Your own pool: pass the
+            `AsyncConnectionPool` itself (its `conninfo` a URL; left open), or a
+            `PostgresStore(url, async_pool=...)` / `(url, async_connection=...)`.
         serde: LangGraph serializer. Default: LangGraph's `JsonPlusSerializer` reviving only
             LangGraph's safe types (messages, `Send`, datetimes, ...); a stored value naming
             any other type raises `UnsafeCheckpointError` and nothing is imported or run.

@@ -1,0 +1,117 @@
+"""The saver's async API on PostgreSQL runs on psycopg's async pool: no thread, no sync
+connection; a caller's own `AsyncConnectionPool` or `AsyncConnection` is the one used."""
+
+from __future__ import annotations
+
+import operator
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.graph import END, START, StateGraph
+
+from agentrewind_langgraph import RewindSaver
+
+pytestmark = pytest.mark.postgres
+
+
+class State(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def graph(saver: RewindSaver) -> Any:
+    builder = StateGraph(State)
+    names = [f"n{i}" for i in range(4)]
+    for name in names:
+        builder.add_node(name, lambda s, name=name: {"items": [name]})
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder.compile(checkpointer=saver)
+
+
+async def run_graph(saver: RewindSaver) -> None:
+    config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    out = await graph(saver).ainvoke({"items": []}, config, durability="sync")
+    assert out["items"] == ["n0", "n1", "n2", "n3"]
+    found = await saver.aget_tuple(config)
+    assert found is not None and found.checkpoint["channel_values"]["items"] == out["items"]
+    assert len([t async for t in saver.alist(config)]) == 6
+
+
+async def test_the_async_api_uses_no_thread_and_no_sync_connection(postgres_url: str) -> None:
+    url = f"{postgres_url}?namespace=lg-{uuid.uuid4().hex[:10]}"
+    async with RewindSaver(url, defer_writes=False) as saver:
+        await run_graph(saver)  # warm: the loop's async pool is open
+        sync_pool: Any = saver.store.db.pool  # type: ignore[attr-defined]
+        sync_requests = sync_pool.get_stats().get("requests_num", 0)
+        before = {t.ident for t in threading.enumerate()}
+        checkouts = saver.store.aio.checkouts  # type: ignore[attr-defined]
+        await run_graph(saver)
+        started = [t.name for t in threading.enumerate() if t.ident not in before]
+        assert started == []
+        assert sync_pool.get_stats().get("requests_num", 0) == sync_requests
+        assert saver.store.aio.checkouts > checkouts + 6  # type: ignore[attr-defined]
+        assert saver._readers is None and saver.backend._pool is None  # no executor made
+
+
+async def test_a_callers_async_pool_is_used_and_left_open(postgres_url: str) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    url = f"{postgres_url}?namespace=lg-{uuid.uuid4().hex[:10]}"
+    pool = AsyncConnectionPool(postgres_url, kwargs={"autocommit": True}, open=False)
+    await pool.open()
+    try:
+        async with RewindSaver(pool, namespace=url.rsplit("=", 1)[1]) as saver:
+            await run_graph(saver)
+            assert saver.store.aio._pools == {}  # type: ignore[attr-defined]
+        assert pool.get_stats()["requests_num"] >= 8  # the puts, writes and reads
+        assert not pool.closed
+        async with pool.connection() as conn:
+            await conn.execute("SELECT 1")
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize("given", ["async_pool", "async_connection"])
+async def test_conformance_on_a_callers_async_pool_or_connection(
+    postgres_url: str, given: str
+) -> None:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+    from agentrewind.stores.postgres import PostgresStore
+
+    pool = AsyncConnectionPool(postgres_url, kwargs={"autocommit": True}, open=False)
+    await pool.open()
+    conn = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+    used = {"async_pool": pool, "async_connection": conn}[given]
+
+    @checkpointer_test(name=f"RewindSaver[{given}]")
+    async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+        ns = f"lg-{uuid.uuid4().hex[:6]}"
+        store = PostgresStore(postgres_url, namespace=ns, **{given: used})
+        saver = RewindSaver(store)
+        try:
+            yield saver
+        finally:
+            for thread in saver.backend.thread_ids():
+                saver.delete_thread(thread)
+            saver.close()
+            store.close()
+
+    try:
+        before = pool.get_stats().get("requests_num", 0)
+        report = await validate(factory)
+        results = report.to_dict()["results"]
+        assert [f for r in results.values() for f in r["failures"]] == []
+        assert sum(r["tests_passed"] for r in results.values()) == 81
+        if given == "async_pool":
+            assert pool.get_stats()["requests_num"] - before > 81
+        assert not conn.closed
+    finally:
+        await conn.close()
+        await pool.close()
