@@ -115,3 +115,42 @@ async def test_conformance_on_a_callers_async_pool_or_connection(
     finally:
         await conn.close()
         await pool.close()
+
+
+async def test_the_lease_fence_refuses_an_async_write_in_its_transaction(
+    postgres_url: str,
+) -> None:
+    import time
+
+    from agentrewind import LeaseLostError
+
+    url = f"{postgres_url}?namespace=lg-{uuid.uuid4().hex[:10]}"
+    thread = uuid.uuid4().hex
+    config: Any = {"configurable": {"thread_id": thread}}
+    async with (
+        RewindSaver(url, lease=True, lease_ttl=0.3, defer_writes=False) as a,
+        RewindSaver(url, lease=True) as b,
+    ):
+        await graph(a).ainvoke({"items": []}, config)
+        leases = a._leases
+        assert leases is not None and leases._keeper is not None
+        leases._stop.set()  # A's process stops: nothing renews its lease
+        leases._keeper.join()
+        time.sleep(0.4)
+        await graph(b).ainvoke({"items": []}, config)  # B takes it over
+        latest = await a.aget_tuple(config)
+        assert latest is not None
+        before = [t.checkpoint["id"] async for t in b.alist(config)]
+        # A stopped between its check and its write: the write's own transaction refuses.
+        for write in ("aput", "aput_writes"):
+            leases._lost.clear()
+            leases._held[thread] = time.monotonic()
+            with pytest.raises(LeaseLostError):
+                if write == "aput":
+                    await a.aput(latest.config, latest.checkpoint, latest.metadata, {})
+                else:
+                    await a.aput_writes(latest.config, [("items", ["late"])], "task-1")
+            assert thread not in leases._held  # marked lost
+        assert [t.checkpoint["id"] async for t in b.alist(config)] == before
+        assert a.backend._pool is None
+        leases._held.clear()
