@@ -55,7 +55,7 @@ async def test_the_async_api_uses_no_thread_and_no_sync_connection(postgres_url:
         assert started == []
         assert sync_pool.get_stats().get("requests_num", 0) == sync_requests
         assert saver.store.aio.checkouts > checkouts + 6  # type: ignore[attr-defined]
-        assert saver._readers is None and saver.backend._pool is None  # no executor made
+        assert saver._readers is None  # no executor made
 
 
 async def test_a_callers_async_pool_is_used_and_left_open(postgres_url: str) -> None:
@@ -152,5 +152,5 @@ async def test_the_lease_fence_refuses_an_async_write_in_its_transaction(
                     await a.aput_writes(latest.config, [("items", ["late"])], "task-1")
             assert thread not in leases._held  # marked lost
         assert [t.checkpoint["id"] async for t in b.alist(config)] == before
-        assert a.backend._pool is None
+        assert a._readers is None
         leases._held.clear()

@@ -5,17 +5,14 @@ in this process, so a pool's connections write in parallel. A write (and a query
 `_pg_reads`) is a `PostgresFlow`: a generator of transactions that the store runs on its sync
 pool (`execute`) or on the running loop's `AsyncConnectionPool` (`aexecute`: no thread), so
 sync and async share one code path. The maintenance operations that hold rows locked across
-several statements (prune, delete for runs, purge) are functions of a connection
-(`OnConnection`), run on the sync pool; async callers run them on a worker thread.
+several statements (prune, delete for runs, purge) are flows run as one transaction
+(`InTransaction`), sync or async alike.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -26,20 +23,21 @@ from ._codec import BlobRow, CheckpointInfo, PutRow, WriteRow, plan_removal
 from ._defer import HeldWrites
 from ._pg_reads import PostgresReads
 
-__all__ = ["OnConnection", "PostgresBackend"]
+__all__ = ["InTransaction", "PostgresBackend"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class OnConnection(Generic[T]):
-    """An operation that needs one connection for a whole transaction of its own."""
+class InTransaction(Generic[T]):
+    """An operation whose flow runs as one transaction (its `FOR UPDATE` locks held)."""
 
-    fn: Callable[[Any], T]
+    make: Callable[[], PostgresFlow[T]]
 
 
-Op = Callable[[], PostgresFlow[T]] | OnConnection[T]
-"""A write operation: a flow (made by calling it) or a function of a pooled connection."""
+Op = Callable[[], PostgresFlow[T]] | InTransaction[T]
+"""A write operation: a flow (made by calling it), each of its `PostgresTxn`s a transaction,
+or an `InTransaction`."""
 _TOUCH_EVERY = 1.0
 """Without a TTL, a thread's `updated_at` is refreshed at most this often (seconds) by one
 process: each refresh leaves a dead row version behind."""
@@ -56,8 +54,6 @@ class PostgresBackend(PostgresReads):
         self._sql: dict[str, Any] = {}
         self._touched: dict[str, float] = {}
         self._known_runs: set[tuple[str, str]] = set()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
         self.migrate()
 
     def sql(self, name: str) -> Any:
@@ -87,26 +83,18 @@ class PostgresBackend(PostgresReads):
 
     def execute(self, op: Op[T]) -> T:
         """Run a write operation from a sync caller (a dropped connection is retried once)."""
-        if isinstance(op, OnConnection):
-            return self.db.call(op.fn)  # type: ignore[no-any-return]
+        if isinstance(op, InTransaction):
+            return self.store.drive_in_transaction(op.make)  # type: ignore[no-any-return]
         return self.store.drive(op())  # type: ignore[no-any-return]
 
     async def aexecute(self, op: Op[T]) -> T:
-        """Run a write operation on the loop's async pool (`OnConnection`: a worker thread)."""
-        if not isinstance(op, OnConnection):
-            return await self.store.adrive(op())  # type: ignore[no-any-return]
-        if self._pool is None:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(8, thread_name_prefix="agentrewind-lg-pg")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self.db.call, op.fn)
+        """Run a write operation from async code, on the running loop's async pool."""
+        if isinstance(op, InTransaction):
+            return await self.store.adrive_in_transaction(op.make)  # type: ignore[no-any-return]
+        return await self.store.adrive(op())  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Stop worker threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        """Nothing to stop: the store owns the pools."""
 
     # -- writes ------------------------------------------------------------------------------
     def _known(self, thread_id: str, run_id: str | None, now: float, ttl: float | None) -> bool:
@@ -290,75 +278,82 @@ class PostgresBackend(PostgresReads):
 
         return op
 
-    def _remove_in(
+    def _remove(
         self,
-        conn: Any,
         thread_id: str,
         *,
         keep_last: int | None = None,
         run_ids: set[str] | None = None,
-    ) -> int:
+    ) -> PostgresFlow[int]:
         args: dict[str, Any] = {"ns": self.ns, "tid": thread_id}
         cps = [
             CheckpointInfo(cns, cid, parent, json.loads(versions), run_id)
-            for cns, cid, parent, versions, run_id in conn.execute(
-                self.sql("THREAD_CHECKPOINTS"), args
+            for cns, cid, parent, versions, run_id in (
+                yield PostgresTxn([(self.sql("THREAD_CHECKPOINTS"), args)], 0)
             )
         ]
         blobs = {
             (cns, ch, ver): (kind, base)
-            for cns, ch, ver, kind, base in conn.execute(self.sql("THREAD_BLOB_KEYS"), args)
+            for cns, ch, ver, kind, base in (
+                yield PostgresTxn([(self.sql("THREAD_BLOB_KEYS"), args)], 0)
+            )
         }
         doomed = None
         if run_ids is not None:
             doomed = {(c.cns, c.checkpoint_id) for c in cps if c.run_id in run_ids}
         drop_cps, drop_blobs = plan_removal(cps, blobs, keep_last=keep_last, doomed=doomed)
+        statements: list[tuple[str, Any]] = []
         if drop_cps:
             cp_args = args | {"cns": [c for c, _ in drop_cps], "cids": [i for _, i in drop_cps]}
-            for statement in self.sql("DELETE_CHECKPOINTS"):
-                conn.execute(statement, cp_args)
+            statements += [(s, cp_args) for s in self.sql("DELETE_CHECKPOINTS")]
         if drop_blobs:
             b_args = args | {
                 "b_cns": [c for c, _, _ in drop_blobs],
                 "b_ch": [ch for _, ch, _ in drop_blobs],
                 "b_ver": [v for _, _, v in drop_blobs],
             }
-            conn.execute(self.sql("DELETE_BLOBS"), b_args)
+            statements.append((self.sql("DELETE_BLOBS"), b_args))
+        if statements:
+            yield PostgresTxn(statements)
         return len(drop_cps)
 
     def prune_op(self, thread_ids: Sequence[str], keep_last: int) -> Op[int]:
         """The operation keeping the newest `keep_last` checkpoints per namespace."""
 
-        def op(conn: Any) -> int:
-            with self.db.transaction(conn):
-                return sum(self._remove_in(conn, t, keep_last=keep_last) for t in thread_ids)
+        def op() -> PostgresFlow[int]:
+            n = 0
+            for t in thread_ids:
+                n += yield from self._remove(t, keep_last=keep_last)
+            return n
 
-        return OnConnection(op)
+        return InTransaction(op)
 
     def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[int]:
         """The operation deleting the checkpoints written by `run_ids`."""
 
-        def op(conn: Any) -> int:
-            with self.db.transaction(conn):
-                args = {"ns": self.ns, "runs": list(run_ids)}
-                threads = [t for (t,) in conn.execute(self.sql("RUN_THREADS"), args)]
-                return sum(self._remove_in(conn, t, run_ids=set(run_ids)) for t in threads)
+        def op() -> PostgresFlow[int]:
+            args = {"ns": self.ns, "runs": list(run_ids)}
+            threads = yield PostgresTxn([(self.sql("RUN_THREADS"), args)], 0)
+            n = 0
+            for (t,) in threads:
+                n += yield from self._remove(t, run_ids=set(run_ids))
+            return n
 
-        return OnConnection(op)
+        return InTransaction(op)
 
     def purge_expired_op(self, now: float) -> Op[int]:
         """The operation deleting threads whose TTL ran out, and old tombstones."""
 
-        def op(conn: Any) -> int:
-            with self.db.transaction(conn):
-                expired = conn.execute(self.sql("EXPIRED_THREADS"), {"now": now}).fetchall()
-                for ns, thread_id in expired:
-                    for statement in self.sql("DELETE_THREAD"):
-                        conn.execute(statement, {"ns": ns, "tid": thread_id})
-                conn.execute(self.sql("PURGE_TOMBSTONES"), {"since": now - self.tombstone_ttl})
+        def op() -> PostgresFlow[int]:
+            expired = yield PostgresTxn([(self.sql("EXPIRED_THREADS"), {"now": now})], 0)
+            statements = [
+                (s, {"ns": ns, "tid": t}) for ns, t in expired for s in self.sql("DELETE_THREAD")
+            ]
+            since = {"since": now - self.tombstone_ttl}
+            yield PostgresTxn([*statements, (self.sql("PURGE_TOMBSTONES"), since)])
             for ns, thread_id in expired:
                 if ns == self.ns:
                     self.forget(thread_id)
             return len(expired)
 
-        return OnConnection(op)
+        return InTransaction(op)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import psycopg
@@ -104,6 +104,35 @@ class AsyncPostgres:
                 if type(exc).__name__ == "PoolTimeout":
                     raise db.translate(exc) from exc
                 raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def adrive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
+        """Async twin of `_pg_flow.drive_in_transaction`: the flow `make()` as one transaction.
+
+        The flow is made again when a dropped connection is replaced.
+        """
+        db = self.db
+        for attempt in (0, 1):
+            try:
+                async with self.connection() as conn, conn.transaction():
+                    prefix = db._prefix(True, True, None)
+                    if prefix is not None:
+                        await conn.execute(*prefix)
+                    flow = make()
+                    reply: Any = None
+                    while True:
+                        try:
+                            item = flow.send(reply)
+                        except StopIteration as stop:
+                            return stop.value  # type: ignore[no-any-return]
+                        cursors = [await conn.execute(q, p) for q, p in item.statements]
+                        reply = [] if item.fetch is None else await cursors[item.fetch].fetchall()
+            except _GONE as exc:
+                if attempt == 0 and self._conn is None and _dropped(exc):
+                    continue
+                raise db.translate(exc) from exc
+            except psycopg.Error as exc:
+                raise db.translate(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _run_in(self, conn: Any, txn: Txn) -> list[Any]:

@@ -5,8 +5,10 @@ one's rows; `drive` runs it on the sync pool, `_pg_async.AsyncPostgres.adrive` o
 loop's `psycopg_pool.AsyncConnectionPool`. Both apply the same per-transaction settings
 (`PostgresDatabase._prefix`: lock_timeout, row-level security's namespace,
 synchronous_commit) and the same error translation, so sync and async share one code path.
-An error of a transaction is thrown into the flow (so a wrapper such as the lease fence can
-name it) and, uncaught, out of the driver. Needs no psycopg import (the adapters' API names it).
+`drive_in_transaction` runs a whole flow as one transaction instead (maintenance work that
+locks rows across statements). An error of a transaction is thrown into the flow (so a
+wrapper such as the lease fence can name it) and, uncaught, out of the driver. Needs no
+psycopg import (the adapters' API names it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["PgFlow", "Txn", "drive"]
+__all__ = ["PgFlow", "Txn", "drive", "drive_in_transaction"]
 
 T = TypeVar("T")
 
@@ -56,6 +58,23 @@ def drive(db: Any, flow: PgFlow[T], *, read_only: bool = False, url: str = "") -
             reply = db.call(lambda conn, t=item: run_txn(db, conn, t, read_only, url))
         except Exception as exc:
             error = exc
+
+
+def drive_in_transaction(db: Any, conn: Any, flow: PgFlow[T]) -> T:
+    """Run all of `flow` in one explicit transaction on `conn`.
+
+    Rows one of its statements locks (`FOR UPDATE`) stay locked until the end: for
+    maintenance operations that read, then write what they read. Its `Txn`s join the
+    transaction (their settings are the transaction's, set first).
+    """
+    with db.transaction(conn):
+        reply: Any = None
+        while True:
+            try:
+                item = flow.send(reply)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            reply = db.run_in(conn, item.statements, fetch=item.fetch)
 
 
 def run_txn(db: Any, conn: Any, txn: Txn, read_only: bool, url: str) -> list[Any]:

@@ -18,6 +18,7 @@ from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
 from ._pg_fence import PostgresLeases
 from ._pg_flow import PgFlow
 from ._pg_flow import drive as _drive
+from ._pg_flow import drive_in_transaction as _drive_in_transaction
 from ._pg_rows import run_info
 
 __all__ = ["PostgresStore"]
@@ -411,6 +412,21 @@ class PostgresStore(PostgresLeases, Store):
         """Run `flow` on the running loop's `AsyncConnectionPool` (no thread)."""
         result: T = await self.aio.adrive(flow, read_only=self.read_only)
         return result
+
+    def drive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
+        """Run the flow `make()` as one transaction (maintenance: rows it locks stay locked)."""
+        self._writable()
+        return self.db.call(lambda conn: _drive_in_transaction(self.db, conn, make()))
+
+    async def adrive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
+        """Async twin of `drive_in_transaction` (on the running loop's async pool)."""
+        self._writable()
+        result: T = await self.aio.adrive_in_transaction(make)
+        return result
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
 
     @property
     def aio(self) -> Any:
