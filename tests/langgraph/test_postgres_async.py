@@ -33,13 +33,14 @@ def graph(saver: RewindSaver) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-async def run_graph(saver: RewindSaver) -> None:
+async def run_graph(saver: RewindSaver) -> str:
     config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}}
     out = await graph(saver).ainvoke({"items": []}, config, durability="sync")
     assert out["items"] == ["n0", "n1", "n2", "n3"]
     found = await saver.aget_tuple(config)
     assert found is not None and found.checkpoint["channel_values"]["items"] == out["items"]
     assert len([t async for t in saver.alist(config)]) == 6
+    return str(config["configurable"]["thread_id"])
 
 
 async def test_the_async_api_uses_no_thread_and_no_sync_connection(postgres_url: str) -> None:
@@ -50,11 +51,19 @@ async def test_the_async_api_uses_no_thread_and_no_sync_connection(postgres_url:
         sync_requests = sync_pool.get_stats().get("requests_num", 0)
         before = {t.ident for t in threading.enumerate()}
         checkouts = saver.store.aio.checkouts  # type: ignore[attr-defined]
-        await run_graph(saver)
+        thread = await run_graph(saver)
+        await saver.acopy_thread(thread, thread + "-copy")
+        await saver.aprune(strategy="keep_latest", keep_last=1)
+        await saver.adelete_for_runs(["no-such-run"])
+        await saver.adelete_thread(thread + "-copy")
+        latest = await saver.aget_tuple({"configurable": {"thread_id": thread}})
+        assert latest is not None  # the kept checkpoint (and the deltas it needs) reads back
+        assert latest.checkpoint["channel_values"]["items"] == ["n0", "n1", "n2", "n3"]
+        assert await saver.aget_tuple({"configurable": {"thread_id": thread + "-copy"}}) is None
         started = [t.name for t in threading.enumerate() if t.ident not in before]
         assert started == []
         assert sync_pool.get_stats().get("requests_num", 0) == sync_requests
-        assert saver.store.aio.checkouts > checkouts + 6  # type: ignore[attr-defined]
+        assert saver.store.aio.checkouts > checkouts + 10  # type: ignore[attr-defined]
         assert saver._readers is None  # no executor made
 
 

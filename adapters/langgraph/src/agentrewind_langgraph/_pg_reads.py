@@ -38,7 +38,15 @@ class PostgresReads:
     # -- reads -------------------------------------------------------------------------------
     def thread_ids(self) -> list[str]:
         """Every thread of the namespace."""
-        return [r[0] for r in self._fetch("THREAD_IDS", {"ns": self.ns})]
+        return self.store.drive(self._thread_ids())  # type: ignore[no-any-return]
+
+    async def athread_ids(self) -> list[str]:
+        """Async twin of `thread_ids` (on the running loop's async pool)."""
+        return await self.store.adrive(self._thread_ids())  # type: ignore[no-any-return]
+
+    def _thread_ids(self) -> PostgresFlow[list[str]]:
+        rows = yield PostgresTxn([(self.sql("THREAD_IDS"), {"ns": self.ns})], 0, write=False)
+        return [r[0] for r in rows]
 
     def list_threads(self, limit: int, now: float) -> list[tuple[str, float, float, float | None]]:
         """`(thread_id, created_at, updated_at, expires_at)`, most recently updated first."""

@@ -222,6 +222,12 @@ class RewindSaver(SaverCore):
     ) -> None:
         """Async twin of `prune`."""
         await self._aflush()
-        args = await self._read(self._prune_args, thread_ids, strategy, keep_last)
+        athread_ids = getattr(self.backend, "athread_ids", None)
+        if thread_ids is None and athread_ids is not None:
+            thread_ids = await athread_ids()
+        if thread_ids is None:
+            args = await self._read(self._prune_args, thread_ids, strategy, keep_last)
+        else:  # no I/O
+            args = self._prune_args(thread_ids, strategy, keep_last)
         for op in self._prune_ops(*args):
             await self.backend.aexecute(op)
