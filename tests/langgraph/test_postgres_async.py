@@ -163,3 +163,19 @@ async def test_the_lease_fence_refuses_an_async_write_in_its_transaction(
         assert [t.checkpoint["id"] async for t in b.alist(config)] == before
         assert a._readers is None
         leases._held.clear()
+
+
+async def test_the_async_pool_replaces_connections_the_server_dropped(postgres_url: str) -> None:
+    import psycopg
+
+    url = f"{postgres_url}?namespace=lg-{uuid.uuid4().hex[:10]}"
+    async with RewindSaver(url, defer_writes=False) as saver:
+        await run_graph(saver)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            cur = await admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            row = await cur.fetchone()
+            assert row is not None and row[0] >= 1  # the saver's connections are gone
+        await run_graph(saver)  # each operation runs once more on a fresh connection
