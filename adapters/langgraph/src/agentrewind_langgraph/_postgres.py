@@ -16,7 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from agentrewind.adapters import PostgresBytesArray as Bytes
 from agentrewind.adapters import PostgresFlow, PostgresTxn, SchemaVersionError
+from agentrewind.adapters import PostgresIntArray as Ints
+from agentrewind.adapters import PostgresTextArray as Texts
 
 from . import _pg_sql as Q
 from ._codec import BlobRow, CheckpointInfo, PutRow, WriteRow, plan_removal
@@ -180,13 +183,13 @@ class PostgresBackend(PostgresReads):
             pre = [(writes_sql, a) for a in held]
             for _ in range(4):
                 args.update(
-                    b_ch=[b.channel for b in blobs],
-                    b_ver=[b.version for b in blobs],
-                    b_kind=[b.kind for b in blobs],
-                    b_base=[b.base for b in blobs],
-                    b_n=[b.n for b in blobs],
-                    b_type=[b.type for b in blobs],
-                    b_val=[b.value for b in blobs],
+                    b_ch=Texts([b.channel for b in blobs]),
+                    b_ver=Texts([b.version for b in blobs]),
+                    b_kind=Texts([b.kind for b in blobs]),
+                    b_base=Texts([b.base for b in blobs]),
+                    b_n=Ints([b.n for b in blobs]),
+                    b_type=Texts([b.type for b in blobs]),
+                    b_val=Bytes([b.value for b in blobs]),
                 )
                 put = [*pre, (self.sql("PUT" if full else "PUT_KNOWN"), args)]
                 ok, missing = (yield PostgresTxn(put, len(put) - 1))[0]
@@ -244,12 +247,12 @@ class PostgresBackend(PostgresReads):
         return self._args(thread_id, now, ttl) | {
             "cns": cns,
             "cid": cid,
-            "task": [w.task_id for w in rows],
-            "idx": [w.idx for w in rows],
-            "path": [w.task_path for w in rows],
-            "ch": [w.channel for w in rows],
-            "type": [w.type for w in rows],
-            "val": [w.value for w in rows],
+            "task": Texts([w.task_id for w in rows]),
+            "idx": Ints([w.idx for w in rows]),
+            "path": Texts([w.task_path for w in rows]),
+            "ch": Texts([w.channel for w in rows]),
+            "type": Texts([w.type for w in rows]),
+            "val": Bytes([w.value for w in rows]),
         }
 
     def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:

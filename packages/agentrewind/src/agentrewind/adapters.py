@@ -76,7 +76,10 @@ from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
 from .stores._base import make_lease_owner, retire_lease_owner
+from .stores._pg_flow import BytesArray as PostgresBytesArray
+from .stores._pg_flow import IntArray as PostgresIntArray
 from .stores._pg_flow import PgFlow as PostgresFlow
+from .stores._pg_flow import TextArray as PostgresTextArray
 from .stores._pg_flow import Txn as PostgresTxn
 from .stores._redis_io import Command as RedisCommand
 from .stores._redis_io import Pipeline as RedisPipeline
@@ -104,7 +107,10 @@ __all__ = [
     "LeaseLostError",
     "MemoryStore",
     "Middleware",
+    "PostgresBytesArray",
     "PostgresFlow",
+    "PostgresIntArray",
+    "PostgresTextArray",
     "PostgresTxn",
     "RecordedStepError",
     "RedisCommand",

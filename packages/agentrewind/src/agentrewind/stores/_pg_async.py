@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..errors import StoreError
 from ._pg_db import _GONE, PostgresDatabase, _dropped
 from ._pg_flow import PgFlow, Txn
+from ._pg_send import asend
 
 __all__ = ["AsyncPostgres"]
 
@@ -125,8 +126,8 @@ class AsyncPostgres:
                             item = flow.send(reply)
                         except StopIteration as stop:
                             return stop.value  # type: ignore[no-any-return]
-                        cursors = [await conn.execute(q, p) for q, p in item.statements]
-                        reply = [] if item.fetch is None else await cursors[item.fetch].fetchall()
+                        cur = await asend(conn, item.statements, item.fetch)
+                        reply = [] if item.fetch is None else await cur.fetchall()
             except _GONE as exc:
                 if attempt == 0 and self._conn is None and _dropped(exc):
                     continue
@@ -147,15 +148,15 @@ class AsyncPostgres:
         if self.db.pipeline and self._conn is None and conn.autocommit:
             async with conn.pipeline():
                 try:
-                    cursors = [await conn.execute(q, p) for q, p in full]
+                    cur = await asend(conn, full, at)
                 except BaseException:
                     with contextlib.suppress(Exception):
                         await conn.execute("ROLLBACK")
                     raise
         else:
             async with conn.transaction():
-                cursors = [await conn.execute(q, p) for q, p in full]
-        return [] if at is None else list(await cursors[at].fetchall())
+                cur = await asend(conn, full, at)
+        return [] if at is None else list(await cur.fetchall())
 
     async def adrive(self, flow: PgFlow[T], *, read_only: bool = False) -> T:
         """Run `flow` on this event loop's pool; returns its result."""

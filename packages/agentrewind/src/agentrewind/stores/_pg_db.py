@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..errors import StoreBusyError, StoreError, StoreUnavailableError
+from ._pg_send import send  # (and registers the typed array parameters' dumpers)
 from ._pg_url import quote_schema, redact, split_url
 
 try:
@@ -266,8 +267,8 @@ class PostgresDatabase:
         """
         status = conn.info.transaction_status
         if conn.autocommit and status != psycopg.pq.TransactionStatus.IDLE:
-            cursors = [conn.execute(q, p) for q, p in statements]
-            return [] if fetch is None else list(cursors[fetch].fetchall())
+            cur = send(conn, statements, fetch)
+            return [] if fetch is None else list(cur.fetchall())
         prefix = self._prefix(write, guard or len(statements) > 1, local)
         full: list[Statement] = [*statements] if prefix is None else [prefix, *statements]
         at = None if fetch is None else fetch + len(full) - len(statements)
@@ -279,7 +280,7 @@ class PostgresDatabase:
             # or not at all (no BEGIN/COMMIT: 21 us less than BEGIN..COMMIT in one pipeline).
             with conn.pipeline():
                 try:
-                    cursors = [conn.execute(q, p) for q, p in full]
+                    cur = send(conn, full, at)
                 except BaseException:
                     # A client-side error (a parameter psycopg cannot adapt) before the sync
                     # would otherwise commit the statements already queued.
@@ -288,8 +289,8 @@ class PostgresDatabase:
                     raise
         else:
             with conn.transaction():
-                cursors = [conn.execute(q, p) for q, p in full]
-        return [] if at is None else list(cursors[at].fetchall())
+                cur = send(conn, full, at)
+        return [] if at is None else list(cur.fetchall())
 
     @contextlib.contextmanager
     def transaction(self, conn: Any, *, write: bool = True) -> Iterator[Any]:

@@ -17,7 +17,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["PgFlow", "Txn", "drive", "drive_in_transaction"]
+__all__ = ["BytesArray", "IntArray", "PgFlow", "TextArray", "Txn", "drive", "drive_in_transaction"]
 
 T = TypeVar("T")
 
@@ -38,6 +38,22 @@ class Txn:
     fetch: int | None = None
     write: bool = True
     guard: bool = False
+
+
+class TextArray(list[str | None]):
+    """A `text[]` parameter, dumped in binary with its type known (`_pg_send`).
+
+    psycopg's generic list dumper finds each call's element type in Python (most of a put's
+    client time); a connection made before `_pg_db` was imported dumps it as a plain list.
+    """
+
+
+class IntArray(list[int]):
+    """An `int[]` (int4) parameter, dumped like `TextArray`."""
+
+
+class BytesArray(list[bytes | None]):
+    """A `bytea[]` parameter, dumped like `TextArray`."""
 
 
 PgFlow = Generator[Txn, list[Any], T]
