@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrewind.adapters import PostgresFlow, PostgresTxn
+from agentrewind.adapters import PostgresTextArray as Texts
 
 from ._codec import RawTuple, assemble_blob
 
@@ -113,8 +114,8 @@ class PostgresReads:
             "ns": self.ns,
             "tid": thread_id,
             "cns": cns,
-            "chs": [c for c, _ in pairs],
-            "vers": [v for _, v in pairs],
+            "chs": Texts([c for c, _ in pairs]),
+            "vers": Texts([v for _, v in pairs]),
         }
         chains: dict[tuple[str, str], list[tuple[int, str, int, str, bytes]]] = {}
         for wc, wv, depth, kind, n, typ, val in self._fetch("BLOB_CHAIN", args):

@@ -36,6 +36,8 @@ What an adapter does, and where it finds it:
   run as one transaction in one pipeline, with the store's per-transaction settings) and
   receives their rows; `PostgresStore.drive` / `await adrive` run it on the sync pool or the
   running loop's `AsyncConnectionPool`, and `fenced_flow` puts its writes behind a lease.
+  Array parameters wrapped in `PostgresTextArray` / `PostgresIntArray` / `PostgresBytesArray`
+  are dumped in binary with their type known (psycopg's generic list dumper is slow).
 """
 
 from __future__ import annotations
