@@ -11,8 +11,11 @@ import contextlib
 import os
 import secrets
 import socket
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
+
+from agentrewind import StepRecord
 
 POSTGRES_URL = os.environ.get(
     "AGENTREWIND_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -77,3 +80,12 @@ def tenant_role(url: str, schema: str) -> Iterator[str]:
             )
             conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
+
+
+def step(run_id: str, key: str, seq: int) -> StepRecord:
+    """A completed custom step whose output is its `seq` (what the PostgreSQL tests write)."""
+    now = time.time()
+    return StepRecord(
+        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
+        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
+    )  # fmt: skip

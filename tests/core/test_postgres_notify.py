@@ -9,19 +9,12 @@ import uuid
 import pytest
 
 import agentrewind
-from agentrewind import StepRecord, Timeline
+from agentrewind import Timeline
 from agentrewind.errors import LeaseLostError, StoreError
+from postgres_support import step as rec
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
-
-
-def rec(run_id: str, key: str, seq: int) -> StepRecord:
-    now = time.time()
-    return StepRecord(
-        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
-        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
-    )  # fmt: skip
 
 
 def test_a_refused_write_notifies_nobody_and_a_committed_one_once(postgres_url: str) -> None:

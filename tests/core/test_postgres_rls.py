@@ -7,7 +7,6 @@ own through the store's connection.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,20 +14,12 @@ from typing import Any
 import pytest
 
 import agentrewind
-from agentrewind import StepRecord
 from agentrewind.errors import StoreError
+from postgres_support import step as rec
 from postgres_support import tenant_role
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
-
-
-def rec(run_id: str, key: str, seq: int) -> StepRecord:
-    now = time.time()
-    return StepRecord(
-        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
-        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
-    )  # fmt: skip
 
 
 @pytest.fixture

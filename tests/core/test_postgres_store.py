@@ -8,24 +8,16 @@ import uuid
 import pytest
 
 import agentrewind
-from agentrewind import StepRecord
 from agentrewind.errors import (
     LeaseLostError,
     SchemaVersionError,
     StoreError,
     StoreUnavailableError,
 )
+from postgres_support import step as rec
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
-
-
-def rec(run_id: str, key: str, seq: int) -> StepRecord:
-    now = time.time()
-    return StepRecord(
-        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
-        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
-    )  # fmt: skip
 
 
 def ns() -> str:

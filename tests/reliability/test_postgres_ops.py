@@ -23,19 +23,12 @@ from _pg_servers import PgBouncer, PrivateCluster, need, pgbouncer_binary, postg
 from test_chaos import _graph_anomalies, _journal_anomalies, effects, expect, finish, spawn
 
 import agentrewind
-from agentrewind import StepRecord, StoreError, StoreUnavailableError
+from agentrewind import StoreError, StoreUnavailableError
 from agentrewind.testing import StoreConformance
+from postgres_support import step as rec
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
-
-
-def rec(run_id: str, key: str, seq: int) -> StepRecord:
-    now = time.time()
-    return StepRecord(
-        run_id=run_id, step_id=f"id-{key}", key=key, kind="custom", name=key,
-        status="completed", seq=seq, output=seq, created_at=now, updated_at=now,
-    )  # fmt: skip
 
 
 # -- a server restart ---------------------------------------------------------------------------
