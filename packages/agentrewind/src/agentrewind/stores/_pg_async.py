@@ -87,10 +87,14 @@ class AsyncPostgres:
         if txn.write and read_only:
             raise StoreError(f"PostgreSQL store {self.db.url} was opened read-only")
         db = self.db
-        for attempt in (0, 1):
+        for attempt in (0, 1, 2):
             try:
                 async with self.connection() as conn:
                     return await self._run_in(conn, txn)
+            except psycopg.errors.DeadlockDetected as exc:  # rolled back whole: run it again
+                if attempt < 2 and self._conn is None:
+                    continue
+                raise db.translate(exc) from exc
             except _GONE as exc:
                 if attempt == 0 and self._conn is None and _dropped(exc):
                     with contextlib.suppress(Exception):

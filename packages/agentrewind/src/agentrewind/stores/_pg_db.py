@@ -194,12 +194,16 @@ class PostgresDatabase:
         """Run `fn(conn)`; a dropped connection is replaced and `fn` run once more.
 
         Every operation of the stores is idempotent (upserts, deletes, reads), so running
-        one again after the server closed the connection under it cannot apply it twice.
+        one again after the server closed the connection (or a deadlock rolled it back) is safe.
         """
-        for attempt in (0, 1):
+        for attempt in (0, 1, 2):
             try:
                 with self.connection() as conn:
                     return fn(conn)
+            except psycopg.errors.DeadlockDetected as exc:  # the victim's whole transaction
+                if attempt < 2 and self._conn is None:  # was rolled back: run it again
+                    continue
+                raise self.translate(exc) from exc
             except _GONE as exc:
                 if attempt == 0 and self._conn is None and _dropped(exc):
                     # A restart drops every pooled connection: replace the idle ones too.
