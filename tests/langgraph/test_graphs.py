@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import uuid
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -12,25 +11,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
 from agentrewind_langgraph import RewindSaver
-
-
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
-
-
-def cfg(thread: str | None = None) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread or uuid.uuid4().hex}}
-
-
-def line_graph(n: int = 3) -> StateGraph:
-    b = StateGraph(State)
-    prev = START
-    for i in range(n):
-        b.add_node(f"n{i}", lambda s, i=i: {"items": [f"n{i}"]})
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b
+from langgraph_support import State, cfg, line_graph
 
 
 def test_interrupt_and_resume_in_a_new_saver(saver_url: str) -> None:

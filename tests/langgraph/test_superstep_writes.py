@@ -8,41 +8,21 @@ first is still open, so they are in the store, not only in the first saver's mem
 
 from __future__ import annotations
 
-import operator
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from agentrewind_langgraph import RewindSaver
+from langgraph_support import State, cfg, line_graph
 
 NODES = 10
 PULL = "~__pregel_pull, n0"  # the path of a task LangGraph runs for a triggered node
-
-
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
-
-
-def cfg() -> dict[str, Any]:
-    return {"configurable": {"thread_id": uuid.uuid4().hex}}
-
-
-def line(n: int = NODES) -> StateGraph:
-    b = StateGraph(State)
-    prev = START
-    for i in range(n):
-        b.add_node(f"n{i}", lambda s, i=i: {"items": [f"n{i}"]})
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b
 
 
 @contextmanager
@@ -125,7 +105,7 @@ def test_one_write_per_superstep_and_the_same_history(saver_url: str) -> None:
     histories: dict[bool, Any] = {}
     for defer in (False, True):
         with RewindSaver(saver_url, defer_writes=defer) as saver:
-            graph = line().compile(checkpointer=saver)
+            graph = line_graph(NODES).compile(checkpointer=saver)
             graph.invoke({"items": []}, cfg(), durability="sync")  # warm up (schema, scripts)
             config = cfg()
             with count_writes(saver) as n:
@@ -153,7 +133,7 @@ def test_async_api_one_write_per_superstep(saver_url: str) -> None:
 
     async def main() -> tuple[int, list[str]]:
         async with RewindSaver(saver_url) as saver:
-            graph = line().compile(checkpointer=saver)
+            graph = line_graph(NODES).compile(checkpointer=saver)
             await graph.ainvoke({"items": []}, cfg(), durability="sync")
             config = cfg()
             with count_writes(saver) as n:
@@ -259,7 +239,7 @@ def test_held_writes_are_stored_by_reads_and_close(saver_url: str) -> None:
         "configurable": {**c["configurable"], "__pregel_runtime": object()}
     }
     with RewindSaver(saver_url, defer_writes=600) as saver:  # no timer in this test
-        graph = line(1).compile(checkpointer=saver)
+        graph = line_graph(1).compile(checkpointer=saver)
         config = cfg()
         graph.invoke({"items": []}, config, durability="sync")
         head = saver.get_tuple(config)
@@ -331,7 +311,7 @@ def _seen_from_another_saver(url: str, config: dict[str, Any], within: float) ->
 def test_a_held_write_is_stored_within_the_hold_time(saver_url: str) -> None:
     """No put, read or close follows: the timer thread stores the write after `defer_writes` s."""
     with RewindSaver(saver_url, defer_writes=0.2) as saver:
-        graph = line(1).compile(checkpointer=saver)
+        graph = line_graph(1).compile(checkpointer=saver)
         config = cfg()
         graph.invoke({"items": []}, config, durability="sync")
         head = saver.get_tuple(config)

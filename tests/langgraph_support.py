@@ -1,0 +1,30 @@
+"""What the LangGraph tests share: the list-appending state, a fresh thread config, a line graph."""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def cfg(thread: str | None = None) -> dict[str, Any]:
+    """The config of `thread`, or of a new thread."""
+    return {"configurable": {"thread_id": thread or uuid.uuid4().hex}}
+
+
+def line_graph(n: int = 3) -> StateGraph:
+    """START -> n0 -> ... -> n{n-1} -> END; node `ni` appends "ni" to `items`."""
+    b = StateGraph(State)
+    prev = START
+    for i in range(n):
+        b.add_node(f"n{i}", lambda s, i=i: {"items": [f"n{i}"]})
+        b.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    b.add_edge(prev, END)
+    return b
