@@ -86,29 +86,14 @@ class AsyncPostgres:
         """One transaction; a dropped connection is replaced and it runs once more."""
         if txn.write and read_only:
             raise StoreError(f"PostgreSQL store {self.db.url} was opened read-only")
-        db = self.db
         for attempt in (0, 1, 2):
             try:
                 async with self.connection() as conn:
                     return await self._run_in(conn, txn)
-            except psycopg.errors.DeadlockDetected as exc:  # rolled back whole: run it again
-                if attempt < 2 and self._conn is None:
-                    continue
-                raise db.translate(exc) from exc
-            except _GONE as exc:
-                if attempt == 0 and self._conn is None and _dropped(exc):
+            except Exception as exc:
+                if self.db.retry(exc, attempt) == "dropped":
                     with contextlib.suppress(Exception):
                         await (await self._pool()).check()
-                    continue
-                raise db.translate(exc) from exc
-            except psycopg.Error as exc:
-                raise db.translate(exc) from exc
-            except StoreError:
-                raise
-            except Exception as exc:
-                if type(exc).__name__ == "PoolTimeout":
-                    raise db.translate(exc) from exc
-                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def adrive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:

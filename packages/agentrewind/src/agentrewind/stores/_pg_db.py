@@ -200,26 +200,26 @@ class PostgresDatabase:
             try:
                 with self.connection() as conn:
                     return fn(conn)
-            except psycopg.errors.DeadlockDetected as exc:  # the victim's whole transaction
-                if attempt < 2 and self._conn is None:  # was rolled back: run it again
-                    continue
-                raise self.translate(exc) from exc
-            except _GONE as exc:
-                if attempt == 0 and self._conn is None and _dropped(exc):
-                    # A restart drops every pooled connection: replace the idle ones too.
+            except Exception as exc:
+                if self.retry(exc, attempt) == "dropped":  # a restart: replace the idle ones too
                     with contextlib.suppress(Exception):
                         self.pool.check()
-                    continue
-                raise self.translate(exc) from exc
-            except psycopg.Error as exc:
-                raise self.translate(exc) from exc
-            except StoreError:
-                raise
-            except Exception as exc:
-                if type(exc).__name__ == "PoolTimeout":
-                    raise self.translate(exc) from exc
-                raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def retry(self, exc: Exception, attempt: int) -> str:
+        """Whether a failed operation runs again (sync and async share it), else raise.
+
+        "deadlock": the victim was rolled back whole (up to twice more); "dropped": the server
+        closed the connection (once more). Not on the caller's own connection.
+        """
+        own = self._conn is None
+        if isinstance(exc, psycopg.errors.DeadlockDetected) and attempt < 2 and own:
+            return "deadlock"
+        if isinstance(exc, _GONE) and attempt == 0 and own and _dropped(exc):
+            return "dropped"
+        if isinstance(exc, psycopg.Error) or type(exc).__name__ == "PoolTimeout":
+            raise self.translate(exc) from exc
+        raise exc
 
     # -- statements --------------------------------------------------------------------------
     def _prefix(self, write: bool, guard: bool, local: dict[str, str] | None) -> Statement | None:
