@@ -43,12 +43,13 @@ class MainWritesStore(SQLiteStore):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,
     ) -> None:
         assert not heads, "the benchmark writes no heads"
         rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
         now = time.time()
         run_ids = {r.run_id for r in records}
-        with self.db.write() as conn:
+        with self.db.write(durable=durable) as conn:
             for run_id in run_ids:
                 self._fence_txn(conn, run_id, owner, now)
                 self._drop_expired_txn(conn, self.namespace, run_id, now)

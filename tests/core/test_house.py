@@ -122,7 +122,7 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_lower_layers_never_import_higher_ones() -> None:
     layers = [
-        {"errors", "ids", "diff", "tree", "tags", "encryption", "serde", "records"},
+        {"errors", "ids", "diff", "tree", "tags", "encryption", "serde", "records", "_flowsteps"},
         {"stores"},
         {"plugins", "telemetry"},
         {"journal", "timeline", "documents"},

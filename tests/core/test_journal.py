@@ -170,6 +170,31 @@ def test_started_not_completed_follows_policy(mw: Middleware, policy: str) -> No
         assert mw.metrics("r").reruns == 1
 
 
+@pytest.mark.parametrize("policy", ["rerun", "skip", "raise"])
+def test_the_started_marker_waits_for_the_disk_only_when_a_resume_acts_on_it(
+    tmp_path: Any, policy: str
+) -> None:
+    """Under `rerun` a lost marker changes nothing (the step runs again either way)."""
+    mw = Middleware(f"sqlite:///{tmp_path / 'full.db'}?durability=full")
+    writes: list[tuple[str, bool]] = []
+    put_step = mw.store.put_step
+
+    def spy(record: Any, *, owner: str | None = None, durable: bool = True) -> None:
+        writes.append((record.status, durable))
+        put_step(record, owner=owner, durable=durable)
+
+    mw.store.put_step = spy  # type: ignore[method-assign]
+    try:
+        with mw.run("r", on_incomplete=policy) as run:  # type: ignore[arg-type]
+            assert run.step("charge", lambda: "receipt") == "receipt"
+            conn = mw.store.db.connection()  # type: ignore[attr-defined]
+            assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL again
+        assert writes == [("started", policy != "rerun"), ("completed", True)]
+        assert [s.status for s in mw.store.load_steps("r")] == ["completed"]
+    finally:
+        mw.close()
+
+
 def test_idempotency_key_is_stable_across_attempts(mw: Middleware) -> None:
     keys: list[str] = []
 

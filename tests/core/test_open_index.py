@@ -140,6 +140,12 @@ def test_redis_opens_a_long_run_from_its_sites_without_reading_a_record(redis_ur
         assert client.hlen(keys.sites) == client.hlen(keys.steps) == STEPS
         raw = client.hgetall(keys.steps)
         (bad,) = [k for k, v in raw.items() if b'"answer":7}' in v]
+        sites = client.hgetall(keys.sites)
+        client.hset(keys.sites, bad, b'["tool"]')  # a malformed entry is named, not a crash
+        malformed = r"index entry .* is malformed"
+        with pytest.raises(CorruptRecordError, match=malformed), mw.run("long"):
+            pytest.fail("a malformed index entry must refuse the open")
+        client.hset(keys.sites, bad, sites[bad])
         client.hset(keys.steps, bad, raw[bad].replace(b'"answer":7}', b'"answer":8}'))
         with mw.run("long") as run:  # opens: no record was read
             assert run._indexed

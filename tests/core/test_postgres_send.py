@@ -11,6 +11,7 @@ from agentrewind.adapters import PostgresBytesArray, PostgresIntArray, PostgresT
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
 
+from agentrewind.stores._pg_flow import BigIntArray  # noqa: E402
 from agentrewind.stores._pg_send import asend, send  # noqa: E402  (needs psycopg)
 
 CASES = [
@@ -19,6 +20,9 @@ CASES = [
     (PostgresIntArray([1, -2, 0, 2**31 - 1, -(2**31)]), "int[]"),
     (PostgresIntArray([1, None, 3]), "int[]"),
     (PostgresIntArray([]), "int[]"),
+    (BigIntArray([1, -2, 0, 2**63 - 1, -(2**63), 2**40]), "bigint[]"),
+    (BigIntArray([1, None, 3]), "bigint[]"),
+    (BigIntArray([]), "bigint[]"),
     (PostgresBytesArray([b"\x00\x01\xff", None, b""]), "bytea[]"),
     (PostgresBytesArray([]), "bytea[]"),
 ]
@@ -35,7 +39,8 @@ def test_typed_arrays_store_what_a_plain_list_stores(
         # dumped in binary with the array's type (not psycopg's generic list dumper)
         dumper = conn.adapters.get_dumper(type(value), psycopg.adapt.PyFormat.AUTO)
         assert dumper.format == psycopg.pq.Format.BINARY and dumper.oid != 0
-        assert typed[1] == {"text[]": "text[]", "int[]": "integer[]", "bytea[]": "bytea[]"}[cast]
+        names = {"text[]": "text[]", "int[]": "integer[]", "bigint[]": "bigint[]"}
+        assert typed[1] == names.get(cast, cast)
         rows = conn.execute(
             "SELECT * FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY",
             (PostgresTextArray(["x", None]), PostgresIntArray([7, 8])),

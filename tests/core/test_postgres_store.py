@@ -14,6 +14,7 @@ from agentrewind.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from agentrewind.records import site_json
 from postgres_support import step as rec
 
 psycopg = pytest.importorskip("psycopg")
@@ -76,7 +77,7 @@ def test_fenced_write_applies_only_for_the_lease_holder(postgres_url: str) -> No
             r = rec("r", key, 1)
             return upsert, {
                 "ns": store.namespace, "runs_of": ["r"], "keys": [key], "ids": [r.step_id],
-                "seqs": [1], "datas": [r.encode()],
+                "seqs": [1], "datas": [r.encode()], "sites": [site_json(r.site)],
             }  # fmt: skip
 
         store.write([store.fence_statement("r", "me"), step("a")])
@@ -265,3 +266,46 @@ def test_a_client_side_error_mid_pipeline_writes_nothing(postgres_url: str) -> N
         assert info is not None and info.status != "ended"  # the first UPDATE rolled back too
         status = s.db.call(lambda conn: conn.info.transaction_status.name)  # type: ignore[attr-defined]
         assert status == "IDLE"
+
+
+async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
+    postgres_url: str,
+) -> None:
+    """`aput_steps` / `aset_head` are flows on the loop's async pool, fenced as the sync ones."""
+    mw = agentrewind.Middleware(f"{postgres_url}?namespace={ns()}")
+    store = mw.store
+    threaded: list[str] = []
+    in_thread = store._in_thread
+
+    async def spy(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        threaded.append(fn.__name__)
+        return await in_thread(fn, *args, **kwargs)
+
+    store._in_thread = spy  # type: ignore[method-assign]
+
+    async def work(i: int) -> int:
+        return i * 2
+
+    try:
+        async with mw.run("r") as run:
+            checkouts = store.aio.checkouts  # type: ignore[attr-defined]
+            threaded.clear()
+            assert [await run.step("work", work, i) for i in range(5)] == [0, 2, 4, 6, 8]
+            assert threaded == []
+            # started + completed per step, each one transaction on the async pool
+            assert store.aio.checkouts == checkouts + 10  # type: ignore[attr-defined]
+            await store.aset_head("r", "main", "id-x", owner=run.owner)
+            assert store.get_heads("r") == {"main": "id-x"}
+            await store.aset_head("r", "main", None, owner=run.owner)
+            assert store.get_heads("r") == {}
+            assert threaded == []
+            with pytest.raises(LeaseLostError, match=r"lost its lease \(someone-else\) to"):
+                await store.aput_step(rec("r", "stale", 99), owner="someone-else")
+            assert threaded == []  # the refusal was named from reads on the async pool too
+        assert [s.status for s in store.load_steps("r")] == ["completed"] * 5
+        async with mw.run("r") as run:  # replayed: nothing runs again
+            assert [await run.step("work", work, i) for i in range(5)] == [0, 2, 4, 6, 8]
+            assert run.metrics.replay_hits == 5
+    finally:
+        await store.aclose_async()  # type: ignore[attr-defined]
+        mw.close()

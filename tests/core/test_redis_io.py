@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
 import agentrewind
 from agentrewind.adapters import RedisCommand, RedisFlow, RedisPipeline, RedisScript
@@ -18,6 +20,7 @@ from redis_support import free_port
 pytest.importorskip("redis")
 
 INCR_BY = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+SCRIPTS = {"test:incr": INCR_BY, "test:fail": "return redis.error_reply('nope')"}
 
 
 @pytest.fixture(params=["redis", "redis-cluster"])
@@ -28,9 +31,27 @@ def store(request: pytest.FixtureRequest, namespace: str) -> Iterator[RedisStore
         url = request.getfixturevalue("redis_cluster")
     s = agentrewind.connect(f"{url}{'&' if '?' in url else '?'}namespace={namespace}")
     assert isinstance(s, RedisStore)
-    s.register_scripts({"test:incr": INCR_BY, "test:fail": "return redis.error_reply('nope')"})
+    s.register_scripts(SCRIPTS)
     yield s
     s.close()
+
+
+@pytest.fixture
+def single(redis_url: str, namespace: str) -> Iterator[tuple[RedisStore, redis.Redis]]:
+    """A store on one server (the sync idle-connection path) with the test scripts, and an
+    admin client of that server."""
+    s = agentrewind.connect(f"{redis_url}?namespace={namespace}")
+    assert isinstance(s, RedisStore)
+    s.register_scripts(SCRIPTS)
+    admin = redis.Redis.from_url(redis_url)
+    yield s, admin
+    s.close()
+    admin.close()
+
+
+def scripting(admin: redis.Redis) -> set[int]:
+    """Ids of the server's clients whose last command ran a script."""
+    return {c["id"] for c in admin.client_list() if c["cmd"] in ("evalsha", "eval")}
 
 
 def counter(store: RedisStore, key: str, by: int) -> RedisFlow[list[Any]]:
@@ -81,6 +102,36 @@ async def test_script_errors_are_store_errors_on_both_transports(store: RedisSto
     assert outcomes[1] == [1, 1, [1, 1]]  # a failing script of a batch fails alone
 
 
+async def test_concurrent_pipelines_share_round_trips_and_fail_alone(store: RedisStore) -> None:
+    def flow(i: int) -> RedisFlow[Any]:
+        k = store.namespace_key(f"p{i}")
+        calls: list[Any] = [RedisScript("test:incr", [k], [i]), RedisCommand("get", k)]
+        if i == 3:
+            calls.insert(1, RedisScript("test:fail", [k], []))
+        return (yield RedisPipeline(calls))
+
+    store.drive(counter(store, "loaded", 0))  # the script is loaded: no NOSCRIPT re-run
+    side = store._async_side()
+    made = 0
+    pipeline = side.client.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        return pipeline(*args, **kwargs)
+
+    side.client.pipeline = counted
+    outcomes = await asyncio.gather(*(store.adrive(flow(i)) for i in range(32)),
+                                    return_exceptions=True)  # fmt: skip
+    assert isinstance(outcomes[3], StoreError) and "nope" in str(outcomes[3])
+    assert [o for i, o in enumerate(outcomes) if i != 3] == [
+        [i, str(i).encode()] for i in range(32) if i != 3
+    ]
+    assert store.drive(counter(store, "p3", 0))[0] == 3  # commands before the error applied
+    if not store.cluster:  # (a cluster pipeline refuses scripts: they go one by one)
+        assert 1 <= made <= 4  # 32 pipelines in a few round trips, not 32
+
+
 def test_closing_after_the_loop_ended_leaves_no_connection(store: RedisStore) -> None:
     asyncio.run(store.adrive(counter(store, "c", 1)))
     (side,) = store._aclients.values()
@@ -100,3 +151,66 @@ async def test_an_unreachable_server_is_unavailable(redis_url: str, namespace: s
     with pytest.raises(StoreUnavailableError):
         await s.adrive(counter(s, "x", 1))
     await s.aclose()
+
+
+def test_sync_scripts_reuse_their_connections_and_outlive_a_dropped_one(
+    single: tuple[RedisStore, redis.Redis],
+) -> None:
+    s, admin = single
+    k = s.namespace_key("pin")
+
+    def ours() -> set[int]:
+        return scripting(admin)
+
+    def in_thread(seen: list[set[int]]) -> None:
+        s.run_script("test:incr", [k], [1])
+        seen.append(ours())
+
+    try:
+        for _ in range(5):
+            s.run_script("test:incr", [k], [1])
+        mine = ours()
+        assert len(mine) == 1  # five scripts, one connection
+        seen: list[set[int]] = []
+        t = threading.Thread(target=in_thread, args=(seen,))
+        t.start()
+        t.join()
+        assert seen == [mine]  # another thread, the same idle connection: none per thread
+        for cid in ours():
+            admin.client_kill_filter(_id=cid)
+        assert s.run_script("test:incr", [k], [1]) == 7  # the dropped socket is replaced
+        with pytest.raises(StoreError, match="nope"):
+            s.run_script("test:fail", [k], [])
+        assert s.run_script("test:incr", [k], [1]) == 8  # a script error leaves it in use
+        assert len(ours()) == 1
+    finally:
+        s.close()
+    for _ in range(50):  # the server notices closed sockets on its next turn
+        if not ours():
+            break
+        time.sleep(0.02)
+    assert ours() == set()  # closing the store closes every thread's connection
+
+
+def test_sync_pipelines_of_scripts_share_the_idle_connection_and_read_every_reply(
+    single: tuple[RedisStore, redis.Redis],
+) -> None:
+    """A put with held writes is a pipeline of scripts: sent on the scripts' idle connection."""
+    s, admin = single
+    k = s.namespace_key("pipe")
+
+    def scripts(*calls: RedisScript) -> RedisFlow[Any]:
+        return (yield RedisPipeline(list(calls)))
+
+    incr = RedisScript("test:incr", [k], [1])
+    assert s.run_script("test:incr", [k], [1]) == 1
+    mine = scripting(admin)
+    assert s.drive(scripts(incr, incr, incr)) == [2, 3, 4]
+    assert scripting(admin) == mine  # the same connection as the single scripts
+    with pytest.raises(StoreError, match="nope"):  # an error in the middle of the batch
+        s.drive(scripts(incr, RedisScript("test:fail", [k], []), incr))
+    assert int(admin.get(k) or 0) == 6  # the scripts around it ran
+    assert s.run_script("test:incr", [k], [1]) == 7  # every reply was read: still in step
+    admin.script_flush()
+    assert s.drive(scripts(incr, incr)) == [8, 9]  # NOSCRIPT: each run again, in order
+    assert scripting(admin) == mine

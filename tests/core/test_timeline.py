@@ -300,13 +300,18 @@ class SpyStore(agentrewind.MemoryStore):
         self.fail_next = False
 
     def put_steps(
-        self, records: list[Any], *, heads: dict[str, str] | None = None, owner: Any = None
+        self,
+        records: list[Any],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: Any = None,
+        durable: bool = True,
     ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise agentrewind.StoreUnavailableError("store went away")
         self.writes.append(("put_steps", ([r.step_id for r in records], heads)))
-        super().put_steps(records, heads=heads, owner=owner)
+        super().put_steps(records, heads=heads, owner=owner, durable=durable)
 
     def set_head(self, run_id: str, branch: str, step_id: str | None, *, owner: Any = None) -> None:
         self.writes.append(("set_head", (branch, step_id)))

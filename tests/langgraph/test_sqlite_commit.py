@@ -30,13 +30,13 @@ def _count_commits(saver: RewindSaver) -> list[int]:
     """Count the transactions the backend's write connection opens."""
     wdb = saver.backend._wdb
     opened = [0]
-    write = wdb.write
+    begin = wdb.begin
 
-    def counting() -> Any:
+    def counting(conn: sqlite3.Connection) -> None:
         opened[0] += 1
-        return write()
+        begin(conn)
 
-    wdb.write = counting
+    wdb.begin = counting
     return opened
 
 

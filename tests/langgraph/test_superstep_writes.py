@@ -308,6 +308,32 @@ def _seen_from_another_saver(url: str, config: dict[str, Any], within: float) ->
             time.sleep(0.02)
 
 
+def test_reading_a_thread_stores_its_held_writes_only(saver_url: str) -> None:
+    """Writes held for two threads: a read of one stores its own; `close` stores the other."""
+    with RewindSaver(saver_url, defer_writes=600) as saver:  # no timer in this test
+        graph = line_graph(1).compile(checkpointer=saver)
+        configs = [cfg(), cfg()]
+        heads = []
+        for config in configs:
+            graph.invoke({"items": []}, config, durability="sync")
+            head = saver.get_tuple(config)
+            assert head is not None
+            heads.append(head)
+        for n, head in enumerate(heads):
+            inside = {"configurable": {**head.config["configurable"], "__pregel_runtime": 1}}
+            saver.put_writes(inside, [("items", [f"held {n}"])], f"task-{n}", PULL)
+        assert saver.get_tuple(configs[0]) is not None  # stores thread 0's held write
+        with RewindSaver(saver_url) as other:
+            seen = [other.get_tuple(c) for c in configs]
+            assert [[w[2] for w in t.pending_writes or []] for t in seen if t] == [
+                [["held 0"]],
+                [],
+            ]
+    with RewindSaver(saver_url) as other:  # close stored thread 1's
+        last = other.get_tuple(configs[1])
+        assert last is not None and [w[2] for w in last.pending_writes or []] == [["held 1"]]
+
+
 def test_a_held_write_is_stored_within_the_hold_time(saver_url: str) -> None:
     """No put, read or close follows: the timer thread stores the write after `defer_writes` s."""
     with RewindSaver(saver_url, defer_writes=0.2) as saver:

@@ -13,17 +13,21 @@ reassigned; LangChain itself caches the serialized model for its LLM cache the s
 
 A chat key hashes the digests of its messages, not the messages: each message's digest is
 cached per message object until one of its fields is reassigned, so an agent's growing history
-costs each message's canonical text once, and a call pays only for its new messages (a
-200-message history is a list of 200 cached digests, not 200 messages to walk again).
+costs each message's canonical text once, and a call computes only its new messages' digests.
+Seeing that no field of the earlier messages was reassigned still reads each one's field dict;
+for a prompt that begins as an earlier one, that is one pass in C (~25 us for 200 messages).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 import weakref
 from collections.abc import Sequence
+from contextlib import suppress
+from itertools import compress
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -146,27 +150,75 @@ llm_string = _LLMStrings().get
 """The model part of a chat key (its `_get_llm_string()` without call arguments), cached."""
 
 
+_Entry = tuple[weakref.ref[BaseMessage], dict[str, Any], bytes]
+_Prompt = tuple[tuple[BaseMessage, ...], list[dict[str, Any]], bytes]
+_SEEN: _Prompt = ((), [], b"")  # a prompt seen once: nothing kept of it yet
+
+
 class _MessageDigests:
     """The digest of `message_key(m)` per message object, kept while its fields are the same.
 
     An entry holds the message weakly and a copy of its field dict (so a reassigned field is a
     new object, never a recycled address); the copy is compared with `==`, which is an identity
     check for unchanged fields and a value check otherwise: equal fields make an equal key
-    view, so the cached digest stays right. `joined` checks a whole prompt in one loop with no
-    allocation per cached message (a 200-message history costs ~30 us, not ~55).
+    view, so the cached digest stays right.
+
+    A long prompt usually starts with an earlier one (an agent's history, then its new
+    messages), so the last long prompts seen twice are kept too, each under its first message:
+    the message objects (held strongly, so the same address is the same object), the copies
+    of their field dicts and their joined digests. The messages of a new prompt that begin as
+    such a prompt's are checked by loops in C, with the per-message check: the same objects
+    (`is`), and their field dicts equal to the copies (one `==` over the lists). That costs
+    about 0.13 us a message, not 0.22; it stays O(history), as a reassigned field is only seen
+    by reading each message's dict (no hook on the messages' classes: writes that bypass
+    `__setattr__`, such as `object.__setattr__` or into `__dict__`, would go unseen). Only the
+    messages after that prefix, and any whose fields changed, take the per-message path.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[BaseMessage], dict[str, Any], bytes]] = {}
+        self._entries: dict[int, _Entry] = {}
+        self._prompts: dict[int, _Prompt] = {}
 
     def get(self, message: BaseMessage) -> bytes:
-        entry = self._entries.get(id(message))
-        if entry is not None and entry[1] == message.__dict__ and entry[0]() is message:
-            return entry[2]
-        return self._compute(message)
+        return self._entry(message)[2]
 
     def joined(self, messages: Sequence[BaseMessage]) -> bytes:
         """The digests of `messages`, concatenated (16 bytes each, so unambiguous)."""
+        if len(messages) < _PROMPT_MIN:
+            return b"".join(self._digests(messages))
+        first = id(messages[0])
+        prompt = self._prompts.pop(first, None)
+        if prompt is None:  # kept (empty) in case it comes back: a sliding window's never do
+            self._remember(first, _SEEN)
+            return b"".join(self._digests(messages))
+        objects, copies, digests = prompt
+        same = list(map(operator.is_, objects, messages))
+        known = same.index(False) if False in same else len(same)
+        fields = copies[:known]
+        now = list(map(vars, messages[:known]))
+        if fields == now:
+            head = digests[: 16 * known]
+            if known == len(messages) < len(objects):
+                self._prompts[first] = prompt  # an earlier part of it: keep the longer
+                return head
+        else:  # fields were reassigned: recompute those messages only
+            fresh = bytearray(digests[: 16 * known])
+            for i in compress(range(known), map(operator.ne, fields, now)):
+                entry = self._entry(messages[i])
+                fields[i] = entry[1]
+                fresh[16 * i : 16 * i + 16] = entry[2]
+            head = bytes(fresh)
+        parts = [head]
+        for message in messages[len(fields) :]:  # usually the new messages only
+            entry = self._entry(message)
+            fields.append(entry[1])
+            parts.append(entry[2])
+        joined = b"".join(parts)
+        self._remember(first, (tuple(messages), fields, joined))
+        return joined
+
+    def _digests(self, messages: Sequence[BaseMessage]) -> list[bytes]:
+        """`_entry(m)[2]` for each message, in one loop (no call per cached message)."""
         find = self._entries.get
         parts: list[bytes] = []
         for message in messages:
@@ -174,18 +226,35 @@ class _MessageDigests:
             if entry is not None and entry[1] == message.__dict__ and entry[0]() is message:
                 parts.append(entry[2])
             else:
-                parts.append(self._compute(message))
-        return b"".join(parts)
+                parts.append(self._compute(message)[2])
+        return parts
 
-    def _compute(self, message: BaseMessage) -> bytes:
-        fields = dict(message.__dict__)
-        digest = hashlib.blake2b(canonical(message_key(message)).encode(), digest_size=16).digest()
+    def _remember(self, first: int, prompt: _Prompt) -> None:
+        if len(self._prompts) >= _PROMPT_CACHE_LIMIT:
+            with suppress(KeyError, RuntimeError):  # another thread changed it meanwhile
+                del self._prompts[next(iter(self._prompts))]  # the least recently used
+        self._prompts[first] = prompt
+
+    def _entry(self, message: BaseMessage) -> _Entry:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[1] == message.__dict__ and entry[0]() is message:
+            return entry
+        return self._compute(message)
+
+    def _compute(self, message: BaseMessage) -> _Entry:
+        entry = (
+            weakref.ref(message),
+            dict(message.__dict__),
+            hashlib.blake2b(canonical(message_key(message)).encode(), digest_size=16).digest(),
+        )
         if len(self._entries) >= _MESSAGE_CACHE_LIMIT:
             self._entries.clear()
-        self._entries[id(message)] = (weakref.ref(message), fields, digest)
-        return digest
+        self._entries[id(message)] = entry
+        return entry
 
 
+_PROMPT_MIN = 16
+_PROMPT_CACHE_LIMIT = 32
 _MESSAGE_CACHE_LIMIT = 65_536
 _digests = _MessageDigests()
 message_digest = _digests.get

@@ -144,6 +144,20 @@ def _plain(value: Any) -> bool:
     return False
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCRYPTING: dict[type, bool] = {}
+"""Per serde class: whether it encrypts (`isinstance` against LangGraph's serializer, a
+`Protocol` subclass, costs microseconds on every `put`)."""
+
+
+def _encrypting(serde: Any) -> bool:
+    kind = type(serde)
+    known = _ENCRYPTING.get(kind)
+    if known is None:
+        known = _ENCRYPTING[kind] = isinstance(serde, EncryptedSerializer)
+    return known
+
+
 def encode_metadata(
     serde: Any, metadata: Mapping[str, Any]
 ) -> tuple[str | None, str, bytes | None]:
@@ -151,8 +165,9 @@ def encode_metadata(
 
     With an encrypting serde it is always the serde: metadata is not stored in clear.
     """
-    if not isinstance(serde, EncryptedSerializer) and _plain(dict(metadata)):
-        return json.dumps(metadata, ensure_ascii=False, separators=(",", ":")), "json", None
+    md = metadata if type(metadata) is dict else dict(metadata)
+    if not _encrypting(serde) and _plain(md):
+        return _JSON.encode(md), "json", None
     md_type, md_blob = serde.dumps_typed(dict(metadata))
     return None, md_type, md_blob
 

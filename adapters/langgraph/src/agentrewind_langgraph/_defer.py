@@ -36,7 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
@@ -60,9 +60,8 @@ MAX_HOLD = 0.1
 """Seconds a write is held at most by default: a timer thread stores it if no `put` came."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class HeldWrites:
-    """One task's pending writes, serialized, waiting to be stored."""
+class HeldWrites(NamedTuple):
+    """One task's pending writes, serialized, waiting to be stored (a tuple: made per task)."""
 
     thread_id: str
     cns: str
@@ -106,6 +105,8 @@ class WriteBuffer:
         self._store = store
         self._lock = threading.Lock()
         self._slots: dict[str, dict[str, _Slot]] = {}  # thread id -> namespace -> slot
+        # The slots holding writes, so the timer never walks every thread the saver has seen.
+        self._holding: dict[tuple[str, str], _Slot] = {}
         self._held = 0  # writes held across all slots (reads skip the lock when 0)
         self._timer: threading.Thread | None = None
         self._idle = False
@@ -126,7 +127,7 @@ class WriteBuffer:
 
     def _oldest(self) -> float | None:
         with self._lock:
-            times = [s.held[0].now for d in self._slots.values() for s in d.values() if s.held]
+            times = [s.held[0].now for s in self._holding.values()]
         return min(times) if times else None
 
     def _expire(self) -> None:
@@ -157,11 +158,11 @@ class WriteBuffer:
     def _take_older(self, than: float) -> list[HeldWrites]:
         with self._lock:
             out = []
-            for by_ns in self._slots.values():
-                for slot in by_ns.values():
-                    if slot.held and slot.held[0].now <= than:
-                        out += slot.held
-                        slot.held = []
+            for key, slot in list(self._holding.items()):
+                if slot.held[0].now <= than:
+                    out += slot.held
+                    slot.held = []
+                    del self._holding[key]
             self._held -= len(out)
             return out
 
@@ -208,6 +209,10 @@ class WriteBuffer:
                 slot.held = []
                 out.append(w)
             self._held += len(slot.held) - counted
+            if slot.held:
+                self._holding[w.thread_id, w.cns] = slot
+            else:
+                self._holding.pop((w.thread_id, w.cns), None)
         if poke:
             self._poke()
         return out
@@ -220,6 +225,7 @@ class WriteBuffer:
             slot = self._slot(thread_id, cns)
             held = slot.held
             self._held -= len(held)
+            self._holding.pop((thread_id, cns), None)
             joined = slot.cid is not None and slot.cid == parent_id
             slot.head, slot.cid, slot.tasks, slot.held = checkpoint_id, None, set(), []
             return ([], held) if joined else (held, [])
@@ -232,15 +238,12 @@ class WriteBuffer:
         if not self._held and not forget:
             return []
         with self._lock:
-            if thread_id is None:
-                groups = list(self._slots.values())
-            else:
-                one = self._slots.get(thread_id)
-                groups = [] if one is None else [one]
-            out = [w for by_ns in groups for slot in by_ns.values() for w in slot.held]
-            for by_ns in groups:
-                for slot in by_ns.values():
-                    slot.held = []
+            keys = [k for k in self._holding if thread_id is None or k[0] == thread_id]
+            out = []
+            for key in keys:
+                slot = self._holding.pop(key)
+                out += slot.held
+                slot.held = []
             self._held -= len(out)
             if forget:
                 if thread_id is None:

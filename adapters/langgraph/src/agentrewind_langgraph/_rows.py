@@ -130,7 +130,9 @@ def put_row(
         run_id=run_id if isinstance(run_id, str) else None,
         cp_type=cp_type,
         checkpoint=cp_bytes,
-        versions={ch: vstr(v) for ch, v in checkpoint["channel_versions"].items()},
+        versions={
+            ch: v if type(v) is str else vstr(v) for ch, v in checkpoint["channel_versions"].items()
+        },
         md_text=md_text,
         md_type=md_type,
         md_blob=md_blob,

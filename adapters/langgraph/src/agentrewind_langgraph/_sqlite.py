@@ -122,6 +122,15 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
         every operation queued by then (its own and those of threads that arrived while the
         previous transaction ran) in one transaction; the others find theirs done.
         """
+        if not self._pending and self._lock.acquire(blocking=False):
+            try:  # nobody writing: no future, no queue
+                if not self._pending:
+                    return self._commit_first(txn)
+                fut = self._enqueue(txn)  # queued meanwhile: keep the order
+                self._commit_pending()
+                return fut.result()
+            finally:
+                self._lock.release()
         fut = self._enqueue(txn)
         with self._lock:
             if not fut.done():
@@ -156,38 +165,78 @@ class SQLiteBackend(SQLiteWrites, SQLiteReads):
                 self._commit_pending()
 
     def _commit_pending(self) -> None:
-        """Commit the queued operations, up to `_MAX_BATCH` per transaction (holding `_lock`).
-
-        The batch runs without savepoints; if it fails, each of its operations runs again in a
-        transaction of its own, so one bad operation fails alone.
-        """
+        """Commit the queued operations, up to `_MAX_BATCH` per transaction (holding `_lock`)."""
         while self._pending:
-            batch = [self._pending.popleft()]
-            results: list[Any] = []
+            txn, fut = self._pending.popleft()
             try:
-                with self._committing() as conn:
-                    results.append(batch[0][0](conn))
-                    while self._pending and len(batch) < _MAX_BATCH:
-                        batch.append(self._pending.popleft())
-                        results.append(batch[-1][0](conn))
+                value = self._commit_first(txn)
             except BaseException as exc:
-                if len(batch) == 1:
-                    batch[0][1].set_exception(exc)
-                else:
-                    for op in batch:
-                        self._commit_alone(*op)
-                continue
-            for (_, fut), value in zip(batch, results, strict=True):
+                fut.set_exception(exc)
+            else:
                 fut.set_result(value)
+
+    def _commit_first(self, txn: Txn[T]) -> T:
+        """Commit `txn` with the operations queued while it runs (holding `_lock`); its result.
+
+        One transaction for all of them, without savepoints; if it fails, each operation runs
+        again in a transaction of its own, so one bad operation fails alone.
+        """
+        batch: list[tuple[Txn[Any], concurrent.futures.Future[Any]]] = []
+        results: list[Any] = []
+
+        def run(conn: sqlite3.Connection) -> T:
+            value = txn(conn)
+            while self._pending and len(batch) < _MAX_BATCH - 1:
+                batch.append(self._pending.popleft())
+                results.append(batch[-1][0](conn))
+            return value
+
+        try:
+            value = self._transact(run)
+        except BaseException:
+            if not batch:
+                raise
+            alone: concurrent.futures.Future[T] = concurrent.futures.Future()
+            self._commit_alone(txn, alone)
+            for op in batch:
+                self._commit_alone(*op)
+            return alone.result()
+        for (_, fut), result in zip(batch, results, strict=True):
+            fut.set_result(result)
+        return value
 
     def _commit_alone(self, txn: Txn[T], fut: concurrent.futures.Future[T]) -> None:
         try:
-            with self._committing() as conn:
-                value = txn(conn)
+            value = self._transact(txn)
         except BaseException as exc:
             fut.set_exception(exc)
         else:
             fut.set_result(value)
+
+    def _transact(self, txn: Txn[T]) -> T:
+        """Run `txn` in one transaction on the write connection (holding `_lock`).
+
+        Then its `_staged` hooks: `_committing` without its two context managers (hot path).
+        """
+        db = self._wdb
+        conn = db.connection()
+        self._staged.clear()
+        joined = conn.in_transaction  # inside `write()`: join it, as `_committing` does
+        if not joined:
+            db.begin(conn)
+        try:
+            value = txn(conn)
+            if not joined:
+                conn.execute("COMMIT")
+        except BaseException as exc:
+            self._staged.clear()
+            if joined:
+                raise
+            raise db.aborted(conn, exc)  # noqa: B904 (`aborted` chains `exc`)
+        staged, self._staged = self._staged, []
+        for hook in staged:
+            hook()
+        return value
 
     def close(self) -> None:
         """Stop the writer thread (after it drains its queue)."""

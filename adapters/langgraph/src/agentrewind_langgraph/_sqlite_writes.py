@@ -170,16 +170,17 @@ class SQLiteWrites:
             since = now - self.tombstone_ttl
             stored = 0
             # Special writes (idx < 0) replace, regular ones keep the first; one call each.
-            for replace in (False, True):
-                group = [
+            keep: list[tuple[object, ...]] = []
+            replace: list[tuple[object, ...]] = []
+            for w in rows:
+                (replace if w.idx < 0 else keep).append(
                     (ns, thread_id, cns, cid, w.task_id, w.idx, w.task_path, w.channel, w.type,
                      w.value, since)
-                    for w in rows
-                    if (w.idx < 0) is replace
-                ]  # fmt: skip
-                if group:
-                    sql = _sql.INSERT_LIVE_WRITE_REPLACE if replace else _sql.INSERT_LIVE_WRITE_KEEP
-                    stored += conn.executemany(sql, group).rowcount
+                )  # fmt: skip
+            if keep:
+                stored += conn.executemany(_sql.INSERT_LIVE_WRITE_KEEP, keep).rowcount
+            if replace:
+                stored += conn.executemany(_sql.INSERT_LIVE_WRITE_REPLACE, replace).rowcount
             tomb = False
             if stored < len(rows):
                 tomb = self._tombstone(conn, thread_id, now) is not None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from .errors import CorruptRecordError, SchemaVersionError
@@ -19,6 +20,7 @@ __all__ = [
     "StepRecord",
     "StepStatus",
     "open_journal",
+    "site_json",
 ]
 
 StepStatus = Literal["started", "completed", "failed"]
@@ -207,6 +209,42 @@ class StepIndex:
                 site = shared.setdefault(record.site, record.site)
             sites[key] = site
         return cls(sites)
+
+    @classmethod
+    def of_sites(
+        cls, keys: Sequence[str], texts: Sequence[str | bytes], *, run_id: str
+    ) -> StepIndex:
+        """Index keys by their entries (`site_json`), which a store wrote beside each record.
+
+        No record is read: each is decoded, and its checksum verified, when a replay hit
+        loads it. (A run calls few distinct sites: each is parsed once.)
+
+        Raises:
+            CorruptRecordError: an entry is not `site_json` output.
+        """
+        parsed: dict[str | bytes, Site] = {}
+        for text in set(texts):
+            try:
+                kind, name, replayable = json.loads(text)
+                ok = isinstance(kind, str) and isinstance(name, str)
+            except (ValueError, TypeError):
+                ok = False
+            if not ok:
+                key = keys[texts.index(text)]
+                raise CorruptRecordError(
+                    f"index entry of run {run_id!r} key {key!r} is malformed: {text!r}"
+                )
+            parsed[text] = (kind, name, bool(replayable))
+        return cls(dict(zip(keys, map(parsed.__getitem__, texts), strict=True)))
+
+
+@functools.lru_cache(maxsize=4096)
+def site_json(site: Site) -> str:
+    """A record's site as the index entry a store writes beside it: `[kind, name, replayable]`.
+
+    (Cached: a run calls few distinct sites, and a write encodes one per record.)
+    """
+    return json.dumps(site, separators=(",", ":"))
 
 
 def open_journal(

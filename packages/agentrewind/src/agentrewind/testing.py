@@ -34,6 +34,7 @@ from typing import Literal
 import pytest
 
 from ._fencing_contract import FencingContract
+from .errors import LeaseLostError
 from .records import INDEX_FROM, RunMetrics, StepIndex, StepRecord
 from .stores import Store
 
@@ -146,6 +147,24 @@ class StoreConformance(FencingContract):
         store.put_step(rec("r", "a", 1, status="completed", output=42))
         steps = store.load_steps("r")
         assert len(steps) == 1 and steps[0].status == "completed" and steps[0].output == 42
+
+    def test_a_write_that_need_not_be_durable_is_still_a_whole_write(self, store: Store) -> None:
+        """`durable=False` only skips the wait for the disk: same records, same fence."""
+        store.begin_run("r")
+        store.put_step(rec("r", "a", 1, status="started"), durable=False)
+        assert [(s.key, s.status) for s in store.load_steps("r")] == [("a", "started")]
+        store.put_steps([rec("r", "a", 1, output=7), rec("r", "b", 2)], durable=False)
+        store.put_step(rec("r", "c", 3))  # and a durable write after it
+        steps = store.load_steps("r")
+        assert [(s.key, s.status, s.output) for s in steps] == [
+            ("a", "completed", 7),
+            ("b", "completed", None),
+            ("c", "completed", None),
+        ]
+        assert store.acquire_lease("r", "owner-1", 30).acquired
+        with pytest.raises(LeaseLostError):
+            store.put_step(rec("r", "d", 4), owner="owner-2", durable=False)
+        assert "d" not in {s.key for s in store.load_steps("r")}
 
     def test_get_step_by_a_replaced_step_id_finds_nothing(self, store: Store) -> None:
         store.put_step(rec("r", "a", 1))

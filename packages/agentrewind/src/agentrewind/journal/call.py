@@ -24,6 +24,7 @@ P = ParamSpec("P")  # the parameters of a step function (Run.step)
 __all__ = ["CURRENT_CALL", "EVENTS_KEPT", "Call", "CallEvent", "CallJournal", "JournalSettings"]
 
 Outcome = Literal["replayed", "executed", "failed", "skipped"]
+IncompletePolicy = Literal["rerun", "skip", "raise"]
 
 
 class JournalSettings(Protocol):
@@ -98,6 +99,7 @@ class Call:
         "kind",
         "name",
         "occurrence",
+        "policy",
         "record",
         "record_failures",
         "run",
@@ -117,6 +119,7 @@ class Call:
         hit: bool,
         side_effects: bool,
         record_failures: bool,
+        policy: IncompletePolicy = "rerun",
     ) -> None:
         self.run = run
         self.kind = kind
@@ -128,6 +131,7 @@ class Call:
         self.hit = hit
         self.side_effects = side_effects
         self.record_failures = record_failures
+        self.policy = policy
         self.step_id = record.step_id if record is not None else new_id()
         self._t0 = 0.0
         if hit:
@@ -162,11 +166,18 @@ class Call:
         return self.run._record(self, "started", None, {"started_at": now})
 
     def start(self) -> None:
-        """Write the `started` marker (for calls with side effects) before executing."""
+        """Write the `started` marker (for calls with side effects) before executing.
+
+        Under `on_incomplete="rerun"` a lost marker changes nothing a resume does (the call
+        runs again either way), so it is written without waiting for the disk; under `skip`
+        and `raise` the marker is what the resume acts on, so it is durable first.
+        """
         record = self._started_record()
         if record is not None:
             try:
-                self.run.middleware.store.put_step(record, owner=self.run.owner)
+                self.run.middleware.store.put_step(
+                    record, owner=self.run.owner, durable=self.policy != "rerun"
+                )
             except BaseException:
                 self.run._release(self)  # it never ran: a retry must reuse this key
                 raise
@@ -176,7 +187,9 @@ class Call:
         record = self._started_record()
         if record is not None:
             try:
-                await self.run.middleware.store.aput_step(record, owner=self.run.owner)
+                await self.run.middleware.store.aput_step(
+                    record, owner=self.run.owner, durable=self.policy != "rerun"
+                )
             except BaseException:
                 self.run._release(self)
                 raise

@@ -26,7 +26,7 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores._base import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .call import EVENTS_KEPT, Call, CallEvent, JournalSettings, Outcome, P
+from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
@@ -34,7 +34,6 @@ from .notes import Notes, taken_over
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
 T = TypeVar("T")
-IncompletePolicy = Literal["rerun", "skip", "raise"]
 
 
 class Run:
@@ -288,6 +287,7 @@ class Run:
             hit=replayable,
             side_effects=side_effects,
             record_failures=record_failures,
+            policy=policy,
         )
         if replayable:
             assert record is not None

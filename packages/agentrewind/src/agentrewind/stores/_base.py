@@ -267,6 +267,7 @@ class Store(abc.ABC):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,
     ) -> None:
         """Insert or replace steps (keyed by run and key) in one atomic write.
 
@@ -274,11 +275,18 @@ class Store(abc.ABC):
             records: Steps, all of one run when `heads` is given.
             heads: Branch heads of that run to move in the same write (`{branch: step_id}`).
             owner: The writer's lease owner token: fences the write (see the class docstring).
+            durable: False: the write need not wait for the disk (a crash of the machine or
+                server may lose it whole, never half of it; a later durable write of the
+                same store makes it durable too). For records whose loss changes nothing a
+                resume does, such as a `started` marker under `on_incomplete="rerun"`.
+                Stores that never wait for the disk per write ignore it.
         """
 
-    def put_step(self, record: StepRecord, *, owner: str | None = None) -> None:
-        """Insert or replace one step atomically (fenced by `owner`)."""
-        self.put_steps([record], owner=owner)
+    def put_step(
+        self, record: StepRecord, *, owner: str | None = None, durable: bool = True
+    ) -> None:
+        """Insert or replace one step atomically (fenced by `owner`; see `put_steps`)."""
+        self.put_steps([record], owner=owner, durable=durable)
 
     @staticmethod
     def _heads_run(records: list[StepRecord], heads: dict[str, str] | None) -> str | None:
@@ -396,13 +404,16 @@ class Store(abc.ABC):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,
     ) -> None:
         """Async twin of `put_steps`."""
-        await self._in_thread(self.put_steps, records, heads=heads, owner=owner)
+        await self._in_thread(self.put_steps, records, heads=heads, owner=owner, durable=durable)
 
-    async def aput_step(self, record: StepRecord, *, owner: str | None = None) -> None:
+    async def aput_step(
+        self, record: StepRecord, *, owner: str | None = None, durable: bool = True
+    ) -> None:
         """Async twin of `put_step`."""
-        await self._in_thread(self.put_step, record, owner=owner)
+        await self.aput_steps([record], owner=owner, durable=durable)
 
     async def aload_steps(self, run_id: str) -> list[StepRecord]:
         """Async twin of `load_steps`."""

@@ -16,11 +16,11 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from .._flowsteps import FlowSteps
 from ..errors import StoreError
-from ._pg_db import _GONE, PostgresDatabase, _dropped
+from ._pg_db import PostgresDatabase
 from ._pg_flow import PgFlow, Txn
 from ._pg_send import asend
 
@@ -40,6 +40,8 @@ class AsyncPostgres:
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
         self.checkouts = 0
         """Connections taken for a transaction (tests count them)."""
+        self.native = bool(pool is not None or connection is not None or db.conninfo)
+        """Whether this side can reach the server (else the store runs its flows in a thread)."""
 
     async def _pool(self) -> Any:
         if self._user_pool is not None:
@@ -91,7 +93,7 @@ class AsyncPostgres:
                 async with self.connection() as conn:
                     return await self._run_in(conn, txn)
             except Exception as exc:
-                if self.db.retry(exc, attempt) == "dropped":
+                if self.db.retry(exc, attempt, own=self._conn is None) == "dropped":
                     with contextlib.suppress(Exception):
                         await (await self._pool()).check()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -99,42 +101,36 @@ class AsyncPostgres:
     async def adrive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
         """Async twin of `_pg_flow.drive_in_transaction`: the flow `make()` as one transaction.
 
-        The flow is made again when a dropped connection is replaced.
+        The flow is made again when it runs again (`PostgresDatabase.retry`, as the sync one).
         """
         db = self.db
-        for attempt in (0, 1):
+        for attempt in (0, 1, 2):
             try:
                 async with self.connection() as conn, conn.transaction():
                     prefix = db._prefix(True, True, None)
                     if prefix is not None:
                         await conn.execute(*prefix)
-                    flow = make()
-                    reply: Any = None
-                    while True:
-                        try:
-                            item = flow.send(reply)
-                        except StopIteration as stop:
-                            return stop.value  # type: ignore[no-any-return]
+                    steps = FlowSteps(make())
+                    for item in steps:
                         cur = await asend(conn, item.statements, item.fetch)
-                        reply = [] if item.fetch is None else await cur.fetchall()
-            except _GONE as exc:
-                if attempt == 0 and self._conn is None and _dropped(exc):
-                    continue
-                raise db.translate(exc) from exc
-            except psycopg.Error as exc:
-                raise db.translate(exc) from exc
+                        steps.value = [] if item.fetch is None else await cur.fetchall()
+                    return steps.result
+            except Exception as exc:
+                if db.retry(exc, attempt, own=self._conn is None) == "dropped":
+                    with contextlib.suppress(Exception):
+                        await (await self._pool()).check()
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _run_in(self, conn: Any, txn: Txn) -> list[Any]:
         """`PostgresDatabase.run_in` on an async connection (same prefix, same pipeline)."""
-        statements = txn.statements
-        prefix = self.db._prefix(txn.write, txn.guard or len(statements) > 1, None)
-        full = [*statements] if prefix is None else [prefix, *statements]
-        at = None if txn.fetch is None else txn.fetch + len(full) - len(statements)
-        if len(full) == 1 and conn.autocommit:  # a statement is its own transaction
+        pooled = conn.autocommit and self._conn is None
+        full, at, how = self.db.plan(
+            txn.statements, txn.fetch, txn.write, txn.guard, txn.settings, conn.autocommit, pooled
+        )
+        if how == "single":
             cur = await conn.execute(*full[0])
             return [] if at is None else list(await cur.fetchall())
-        if self.db.pipeline and self._conn is None and conn.autocommit:
+        if how == "pipeline":
             async with conn.pipeline():
                 try:
                     cur = await asend(conn, full, at)
@@ -149,18 +145,13 @@ class AsyncPostgres:
 
     async def adrive(self, flow: PgFlow[T], *, read_only: bool = False) -> T:
         """Run `flow` on this event loop's pool; returns its result."""
-        reply: Any = None
-        error: BaseException | None = None
-        while True:
+        steps = FlowSteps(flow)
+        for item in steps:
             try:
-                item = flow.send(reply) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            try:
-                reply = await self.run(item, read_only=read_only)
+                steps.value = await self.run(item, read_only=read_only)
             except Exception as exc:
-                error = exc
+                steps.error = exc
+        return steps.result
 
     async def aclose(self) -> None:
         """Close the pool this object opened for the running loop."""

@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from ..errors import StoreBusyError, StoreError, StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError
+from ._pg_errors import GONE, dropped, translate
 from ._pg_send import send  # (and registers the typed array parameters' dumpers)
 from ._pg_url import quote_schema, redact, split_url
 
@@ -44,18 +45,6 @@ Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 """One SQL statement and its parameters."""
 
 _GUARDS = ("lock_timeout", "idle_in_transaction_session_timeout")
-_PREPARED_ERRORS = (
-    psycopg.errors.ProtocolViolation,
-    psycopg.errors.InvalidSqlStatementName,
-    psycopg.errors.DuplicatePreparedStatement,
-)
-# The connection is gone: the server closed it (a restart, `pg_terminate_backend`, or its
-# idle-in-transaction timeout ended a transaction of ours whose client was paused).
-_GONE = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    psycopg.errors.IdleInTransactionSessionTimeout,
-)
 
 
 class PostgresDatabase:
@@ -141,41 +130,9 @@ class PostgresDatabase:
         """More settings for write transactions (such as `synchronous_commit`)."""
 
     # -- errors ----------------------------------------------------------------------------
-    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"PostgreSQL at {self.url} is unreachable ({type(exc).__name__}: {exc}); "
-            "the operation was not applied"
-        )
-
     def translate(self, exc: BaseException) -> StoreError:
-        """The agentrewind error for a psycopg (or pool) error."""
-        if isinstance(exc, StoreError):
-            return exc
-        if isinstance(exc, psycopg.errors.RaiseException) and "agentrewind:" in str(exc):
-            return StoreError(str(exc).split("\n", 1)[0])
-        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected):
-            return StoreBusyError(
-                f"PostgreSQL at {self.url}: a row this write needs stayed locked by another "
-                f"transaction for {self.lock_timeout:g}s (lock_timeout; a writer paused inside "
-                "its write holds it until it resumes or its connection ends); nothing was "
-                "written: try again"
-                if isinstance(exc, psycopg.errors.LockNotAvailable)
-                else f"PostgreSQL at {self.url}: this write deadlocked with another and was "
-                "rolled back; nothing was written: try again"
-            )
-        if "prepared statement" in str(exc) and isinstance(exc, _PREPARED_ERRORS):
-            return StoreError(
-                f"PostgreSQL at {self.url}: {str(exc).strip()}: a pooler in transaction mode "
-                "(PgBouncer before 1.21) does not keep prepared statements: add "
-                "prepare_threshold=none to the store URL"
-            )
-        if isinstance(exc, _GONE):
-            return self._unavailable(exc)
-        if type(exc).__name__ == "PoolTimeout":
-            return StoreUnavailableError(
-                f"no connection to PostgreSQL at {self.url} within {self.connect_timeout}s"
-            )
-        return StoreError(f"PostgreSQL at {self.url}: {type(exc).__name__}: {exc}")
+        """The agentrewind error for a psycopg (or pool) error (see `_pg_errors.translate`)."""
+        return translate(exc, self.url, self.lock_timeout, self.connect_timeout)
 
     # -- connections -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -201,21 +158,22 @@ class PostgresDatabase:
                 with self.connection() as conn:
                     return fn(conn)
             except Exception as exc:
-                if self.retry(exc, attempt) == "dropped":  # a restart: replace the idle ones too
+                if self.retry(exc, attempt, own=self._conn is None) == "dropped":
+                    # a restart drops every pooled connection: replace the idle ones too
                     with contextlib.suppress(Exception):
                         self.pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def retry(self, exc: Exception, attempt: int) -> str:
+    def retry(self, exc: Exception, attempt: int, *, own: bool) -> str:
         """Whether a failed operation runs again (sync and async share it), else raise.
 
         "deadlock": the victim was rolled back whole (up to twice more); "dropped": the server
-        closed the connection (once more). Not on the caller's own connection.
+        closed the connection (once more). Only on our own pooled connections (`own`), never
+        on a caller's.
         """
-        own = self._conn is None
         if isinstance(exc, psycopg.errors.DeadlockDetected) and attempt < 2 and own:
             return "deadlock"
-        if isinstance(exc, _GONE) and attempt == 0 and own and _dropped(exc):
+        if isinstance(exc, GONE) and attempt == 0 and own and dropped(exc):
             return "dropped"
         if isinstance(exc, psycopg.Error) or type(exc).__name__ == "PoolTimeout":
             raise self.translate(exc) from exc
@@ -273,15 +231,12 @@ class PostgresDatabase:
         if conn.autocommit and status != psycopg.pq.TransactionStatus.IDLE:
             cur = send(conn, statements, fetch)
             return [] if fetch is None else list(cur.fetchall())
-        prefix = self._prefix(write, guard or len(statements) > 1, local)
-        full: list[Statement] = [*statements] if prefix is None else [prefix, *statements]
-        at = None if fetch is None else fetch + len(full) - len(statements)
-        if len(full) == 1 and conn.autocommit:  # a statement is its own transaction
+        pooled = conn.autocommit and self._conn is None
+        full, at, how = self.plan(statements, fetch, write, guard, local, conn.autocommit, pooled)
+        if how == "single":
             cur = conn.execute(*full[0])
             return [] if at is None else list(cur.fetchall())
-        if self.pipeline and self._conn is None and conn.autocommit:
-            # An implicit transaction: the statements up to the pipeline's sync commit together
-            # or not at all (no BEGIN/COMMIT: 21 us less than BEGIN..COMMIT in one pipeline).
+        if how == "pipeline":
             with conn.pipeline():
                 try:
                     cur = send(conn, full, at)
@@ -295,6 +250,34 @@ class PostgresDatabase:
             with conn.transaction():
                 cur = send(conn, full, at)
         return [] if at is None else list(cur.fetchall())
+
+    def plan(
+        self,
+        statements: Sequence[Statement],
+        fetch: int | None,
+        write: bool,
+        guard: bool,
+        local: dict[str, str] | None,
+        autocommit: bool,
+        pooled: bool,
+    ) -> tuple[list[Statement], int | None, str]:
+        """How a transaction runs, for the sync `run_in` and the async driver alike.
+
+        Returns the statements with the settings' prefix (`_prefix`) first, the index of the
+        statement whose rows are the reply, and how: `"single"` (one statement on an
+        autocommit connection is its own transaction), `"pipeline"` (on a pooled autocommit
+        connection, an implicit transaction: the statements up to the pipeline's sync commit
+        together or not at all, no BEGIN/COMMIT: 21 us less than BEGIN..COMMIT in one
+        pipeline) or `"transaction"`.
+        """
+        prefix = self._prefix(write, guard or len(statements) > 1, local)
+        full: list[Statement] = [*statements] if prefix is None else [prefix, *statements]
+        at = None if fetch is None else fetch + len(full) - len(statements)
+        if len(full) == 1 and autocommit:
+            return full, at, "single"
+        if self.pipeline and pooled:
+            return full, at, "pipeline"
+        return full, at, "transaction"
 
     @contextlib.contextmanager
     def transaction(self, conn: Any, *, write: bool = True) -> Iterator[Any]:
@@ -435,16 +418,3 @@ class PostgresDatabase:
         if self._owns_pool and self.pool is not None:
             with contextlib.suppress(Exception):
                 self.pool.close(timeout=1.0)
-
-
-_DROPPED = (
-    "server closed the connection", "connection is closed", "the connection is lost",
-    "terminating connection", "consuming input failed", "ssl connection has been closed",
-    "connection reset", "eof detected", "bad connection",
-)  # fmt: skip
-
-
-def _dropped(exc: BaseException) -> bool:
-    """True when the error means the connection is gone (worth one retry on a fresh one)."""
-    text = str(exc).lower()
-    return any(s in text for s in _DROPPED)

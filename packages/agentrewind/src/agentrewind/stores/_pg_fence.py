@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import StoreBusyError, StoreError
-from ..records import RunInfo
 from . import _pg_sql as Q
 from ._base import LeaseResult, lease_owner_is_dead
 from ._fence import check_fence
 from ._pg_db import PostgresDatabase, Statement
-from ._pg_flow import PgFlow, Txn
+from ._pg_flow import NOT_DURABLE, PgFlow, Txn
 
 __all__ = ["PostgresLeases"]
 
@@ -47,10 +46,11 @@ class PostgresLeases:
         fetch: int | None = None,
         guard: bool = False,
         run: str | None = None,
+        durable: bool = True,
     ) -> list[Any]:
         raise NotImplementedError
 
-    def get_run(self, run_id: str) -> RunInfo | None:  # pragma: no cover - the store's
+    def drive(self, flow: PgFlow[T]) -> T:  # pragma: no cover - the store's
         raise NotImplementedError
 
     def _fenced(
@@ -61,14 +61,27 @@ class PostgresLeases:
         *,
         notify: tuple[str, str] | None = None,
         fetch: int | None = None,
+        durable: bool = True,
     ) -> Any:
-        """`write([statement])` behind the lease fence of `owner` (None: unfenced).
+        """`write([statement])` behind the lease fence of `owner` (None: unfenced)."""
+        return self.drive(self._fenced_flow(run_id, owner, statement, notify, fetch, durable))
+
+    def _fenced_flow(
+        self,
+        run_id: str,
+        owner: str | None,
+        statement: tuple[str, dict[str, Any]],
+        notify: tuple[str, str] | None = None,
+        fetch: int | None = None,
+        durable: bool = True,
+    ) -> PgFlow[Any]:
+        """The flow of `_fenced` (driven by `drive`, or `adrive` with no thread).
 
         With the fence and an optional NOTIFY it is still one statement: one round trip, no
         BEGIN/COMMIT. The fence (`ar_fence_live`, run by a data-modifying CTE, which always
         runs) locks the lease row until the commit, and raises, rolling the statement back,
         unless `owner` holds an unexpired lease; then the lease and run are read to name
-        the cause.
+        the cause. `durable=False`: `synchronous_commit=off` for this transaction.
         """
         sql, args = statement
         key = (sql, owner is not None, notify is not None)
@@ -85,18 +98,19 @@ class PostgresLeases:
         args = dict(args)
         if notify is not None:
             args |= {"ar_channel": notify[0], "ar_payload": notify[1]}
+        settings = None if durable else NOT_DURABLE
         if owner is None:
-            return self.write([(text, args)], fetch=fetch)
+            return (yield Txn([(text, args)], fetch, settings=settings))
         args |= {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner}
         args["ar_now"] = time.time()
         try:  # guarded: the fence waits on the lease row, which a taker mid-write holds
-            return self.write([(text, args)], fetch=fetch, guard=True, run=run_id)
-        except StoreBusyError:
-            raise
+            return (yield Txn([(text, args)], fetch, guard=True, settings=settings))
+        except StoreBusyError as exc:
+            raise StoreBusyError(f"run {run_id!r}: {exc}") from exc
         except StoreError as exc:
             if "agentrewind: lease of run" not in str(exc):
                 raise
-            self._refused(run_id, owner)
+            yield from self._refused_flow(run_id, owner)
             raise
 
     def fenced_in(self, conn: Any, run_id: str, owner: str, fn: Callable[[Any], T]) -> T:
@@ -145,15 +159,20 @@ class PostgresLeases:
             except Exception as exc:
                 if "agentrewind: lease of run" not in str(exc):
                     raise
-                self._refused(run_id, owner)
+                yield from self._refused_flow(run_id, owner)
                 raise
 
     def _refused(self, run_id: str, owner: str) -> None:
         """Raise the error naming why the fence refused `owner` (the lease and run, read)."""
+        self.drive(self._refused_flow(run_id, owner))
+
+    def _refused_flow(self, run_id: str, owner: str) -> PgFlow[None]:
+        """The flow of `_refused`: two reads, then the error (`check_fence`)."""
         now = time.time()
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        lease = None if row is None else (row[0], float(row[1]))
-        exists = self.get_run(run_id) is not None
+        rows = yield Txn([(self.sql("GET_LEASE"), (self.namespace, run_id))], 0, write=False)
+        lease = (rows[0][0], float(rows[0][1])) if rows else None
+        args = (self.namespace, run_id, now)
+        exists = bool((yield Txn([(self.sql("GET_RUN"), args)], 0, write=False)))
         check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:

@@ -17,7 +17,19 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["BytesArray", "IntArray", "PgFlow", "TextArray", "Txn", "drive", "drive_in_transaction"]
+from .._flowsteps import FlowSteps
+
+__all__ = [
+    "NOT_DURABLE",
+    "BigIntArray",
+    "BytesArray",
+    "IntArray",
+    "PgFlow",
+    "TextArray",
+    "Txn",
+    "drive",
+    "drive_in_transaction",
+]
 
 T = TypeVar("T")
 
@@ -32,12 +44,19 @@ class Txn:
         write: False for a read (only the database's `settings` apply, never refused on a
             read-only store).
         guard: Run under `lock_timeout` even when it is a single statement.
+        settings: More settings of this transaction only (`set_config(name, value, true)`),
+            such as `NOT_DURABLE`.
     """
 
     statements: Sequence[tuple[str, Any]]
     fetch: int | None = None
     write: bool = True
     guard: bool = False
+    settings: dict[str, str] | None = None
+
+
+NOT_DURABLE = {"synchronous_commit": "off"}
+"""`Txn.settings` of a write that need not wait for the WAL flush (see `Store.put_steps`)."""
 
 
 class TextArray(list[str | None]):
@@ -52,6 +71,10 @@ class IntArray(list[int]):
     """An `int[]` (int4) parameter, dumped like `TextArray`."""
 
 
+class BigIntArray(list[int]):
+    """An `int8[]` (bigint) parameter, dumped like `TextArray`."""
+
+
 class BytesArray(list[bytes | None]):
     """A `bytea[]` parameter, dumped like `TextArray`."""
 
@@ -62,18 +85,13 @@ PgFlow = Generator[Txn, list[Any], T]
 
 def drive(db: Any, flow: PgFlow[T], *, read_only: bool = False, url: str = "") -> T:
     """Run `flow` on `db` (a `PostgresDatabase`), each transaction on a pooled connection."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
+    steps = FlowSteps(flow)
+    for item in steps:
         try:
-            item = flow.send(reply) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
-        try:
-            reply = db.call(lambda conn, t=item: run_txn(db, conn, t, read_only, url))
+            steps.value = db.call(lambda conn, t=item: run_txn(db, conn, t, read_only, url))
         except Exception as exc:
-            error = exc
+            steps.error = exc
+    return steps.result
 
 
 def drive_in_transaction(db: Any, conn: Any, flow: PgFlow[T]) -> T:
@@ -84,13 +102,10 @@ def drive_in_transaction(db: Any, conn: Any, flow: PgFlow[T]) -> T:
     transaction (their settings are the transaction's, set first).
     """
     with db.transaction(conn):
-        reply: Any = None
-        while True:
-            try:
-                item = flow.send(reply)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply = db.run_in(conn, item.statements, fetch=item.fetch)
+        steps = FlowSteps(flow)
+        for item in steps:
+            steps.value = db.run_in(conn, item.statements, fetch=item.fetch)
+        return steps.result
 
 
 def run_txn(db: Any, conn: Any, txn: Txn, read_only: bool, url: str) -> list[Any]:
@@ -100,6 +115,6 @@ def run_txn(db: Any, conn: Any, txn: Txn, read_only: bool, url: str) -> list[Any
 
         raise StoreError(f"PostgreSQL store {url} was opened read-only")
     rows: list[Any] = db.run_in(
-        conn, txn.statements, fetch=txn.fetch, write=txn.write, guard=txn.guard
+        conn, txn.statements, fetch=txn.fetch, write=txn.write, guard=txn.guard, local=txn.settings
     )
     return rows

@@ -4,8 +4,8 @@
 costs about 2 us of client time each, its result objects more), a second one only for the
 statement whose rows are wanted when it is not the last.
 
-The typed array parameters (`_pg_flow.TextArray`, `IntArray`, `BytesArray`): psycopg's
-generic list dumper discovers, in Python, the element type of every list on every call
+The typed array parameters (`_pg_flow.TextArray`, `IntArray`, `BigIntArray`, `BytesArray`):
+psycopg's generic list dumper discovers, in Python, the element type of every list on every call
 (`ListDumper.upgrade`, `_find_list_element`, a dumper per element); with a dozen arrays per
 write statement (the `unnest(...)` parameters) that was most of a write's client time. These
 dumpers know the element type and write PostgreSQL's binary array format directly (a header,
@@ -24,7 +24,7 @@ import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from ._pg_flow import BytesArray, IntArray, TextArray
+from ._pg_flow import BigIntArray, BytesArray, IntArray, TextArray
 
 __all__ = ["asend", "register", "send"]
 
@@ -82,14 +82,24 @@ class _BytesArrayDumper(_Array):
 class _IntArrayDumper(_Array):
     oid = 1007  # int4[]
     elem_oid = 23
+    code, size = "i", 4  # each element: its length (int4), then the value
 
     def dump(self, obj: Any) -> bytes:
         n = len(obj)
         if not n:
             return _EMPTY.pack(0, 0, self.elem_oid)
+        code, size = self.code, self.size
         if None in obj:
-            return self._varlen([None if i is None else _LEN.pack(i) for i in obj])
-        return self._head(n, False) + struct.pack(f"!{2 * n}i", *[x for i in obj for x in (4, i)])
+            one = struct.Struct("!" + code).pack
+            return self._varlen([None if i is None else one(i) for i in obj])
+        body = struct.pack("!" + ("i" + code) * n, *[x for i in obj for x in (size, i)])
+        return self._head(n, False) + body
+
+
+class _BigIntArrayDumper(_IntArrayDumper):
+    oid = 1016  # int8[]
+    elem_oid = 20
+    code, size = "q", 8
 
 
 def send(conn: Any, statements: Sequence[tuple[Any, Any]], at: int | None) -> Any:
@@ -124,6 +134,7 @@ def register(adapters: Any = None) -> None:
     target.register_dumper(TextArray, _TextArrayDumper)
     target.register_dumper(IntArray, _IntArrayDumper)
     target.register_dumper(BytesArray, _BytesArrayDumper)
+    target.register_dumper(BigIntArray, _BigIntArrayDumper)
 
 
 register()

@@ -69,7 +69,11 @@ V2 = [_POLICY.replace("{t}", t) for t in RLS_TABLES] + [
         END IF;
     END $$""",
 ]
-MIGRATIONS: list[list[str]] = [V1, V2]
+# Each step's index entry (`records.site_json` of its record, written with it): opening a long
+# run reads these instead of every record (`LOAD_INDEX`). Rows written before stay NULL and
+# are indexed from their records. (Adding a nullable column rewrites no row.)
+V3 = ["ALTER TABLE {s}.ar_steps ADD COLUMN IF NOT EXISTS site TEXT"]
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 """Version of the PostgreSQL store's tables; a newer one is refused, an older one migrated."""
 
@@ -141,11 +145,12 @@ DELETE_RUN = [
 ]
 EXPIRED_RUNS = """SELECT run_id FROM {s}.ar_runs WHERE ns = %s AND expires_at < %s"""
 
-_UPSERT_STEPS = """INSERT INTO {s}.ar_steps (ns, run_id, key, step_id, seq, data)
+_UPSERT_STEPS = """INSERT INTO {s}.ar_steps (ns, run_id, key, step_id, seq, data, site)
     SELECT %(ns)s, * FROM unnest(%(runs_of)s::text[], %(keys)s::text[], %(ids)s::text[],
-        %(seqs)s::bigint[], %(datas)s::bytea[])
+        %(seqs)s::bigint[], %(datas)s::bytea[], %(sites)s::text[])
     ON CONFLICT (ns, run_id, key) DO UPDATE SET
-        step_id = excluded.step_id, seq = excluded.seq, data = excluded.data"""
+        step_id = excluded.step_id, seq = excluded.seq, data = excluded.data,
+        site = excluded.site"""
 _SET_HEADS = """INSERT INTO {s}.ar_heads (ns, run_id, branch, step_id)
     SELECT %(ns)s, %(run)s, * FROM unnest(%(branches)s::text[], %(heads)s::text[])
     ON CONFLICT (ns, run_id, branch) DO UPDATE SET step_id = excluded.step_id"""
@@ -158,9 +163,18 @@ PUT_STEPS = f"""WITH {_EXPIRED},
 {TOUCH_RUNS}"""
 LOAD_STEPS = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s ORDER BY seq"
 GET_STEP = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND step_id = %s"
-LOAD_INDEX = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s"
+# Opening a run (`_pg_bulk.load_index`), one statement: each step's key, index entry and seq,
+# and its record only where it has no entry (written before V3) or when the run is short
+# (fewer than %(short)s steps: it opens with every record decoded).
+LOAD_INDEX = """SELECT key, site, seq, CASE WHEN site IS NULL OR (SELECT count(*) < %(short)s
+        FROM (SELECT 1 FROM {s}.ar_steps WHERE ns = %(ns)s AND run_id = %(run)s
+            LIMIT %(short)s) n) THEN data END
+    FROM {s}.ar_steps WHERE ns = %(ns)s AND run_id = %(run)s"""
+# Tables before V3 (a read-only store leaves them as they are): every record.
+LOAD_RECORDS = "SELECT key, data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s"
 LAST_STEP = """SELECT seq, step_id FROM {s}.ar_steps WHERE ns = %s AND run_id = %s
     ORDER BY seq DESC LIMIT 1"""
+STEP_ID_BY_KEY = "SELECT step_id FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND key = %s"
 STEP_BY_KEY = "SELECT data FROM {s}.ar_steps WHERE ns = %s AND run_id = %s AND key = %s"
 
 DELETE_HEAD = "DELETE FROM {s}.ar_heads WHERE ns = %(ns)s AND run_id = %(run)s AND branch = %(b)s"

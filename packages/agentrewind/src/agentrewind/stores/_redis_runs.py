@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records import INDEX_FROM, RunInfo, RunMetrics, Site, StepIndex, StepRecord, open_journal
+from ..records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from . import _redis_keys as K
 from ._base import lease_owner_is_dead
 from ._fence import run_status
@@ -186,15 +186,7 @@ def load_index(store: Any, run_id: str) -> StepIndex | list[StepRecord]:
     if not from_sites:
         rows = [(k.decode(), v) for k, v in raw.items()]
         return open_journal(rows, run_id=run_id, last=last_step)
-    parsed: dict[bytes, Site] = {}
-    sites: dict[str, Site] = {}
-    for key, value in raw.items():
-        site = parsed.get(value)
-        if site is None:
-            kind, name, replayable = json.loads(value)
-            site = parsed[value] = (kind, name, bool(replayable))
-        sites[key.decode()] = site
-    index = StepIndex(sites)
+    index = StepIndex.of_sites([k.decode() for k in raw], list(raw.values()), run_id=run_id)
     found = last_step()
     if found is not None:
         index.seq, index.last_step_id = found

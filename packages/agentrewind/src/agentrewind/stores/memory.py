@@ -147,6 +147,7 @@ class MemoryStore(Store):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,  # nothing to wait for
     ) -> None:
         head_run = self._heads_run(records, heads)
         encoded = [(r.run_id, r.key, r.encode(), (r.seq, r.step_id)) for r in records]

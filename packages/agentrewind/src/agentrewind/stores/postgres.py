@@ -10,15 +10,13 @@ from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
 from ..records import RunInfo, RunMetrics, StepRecord
-from . import _pg_bulk
+from . import _pg_bulk, _pg_flow, _pg_steps
 from . import _pg_sql as Q
 from ._base import Store
 from ._fence import lease_is_live, leased_error, run_status
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
 from ._pg_fence import PostgresLeases
-from ._pg_flow import PgFlow
-from ._pg_flow import drive as _drive
-from ._pg_flow import drive_in_transaction as _drive_in_transaction
+from ._pg_flow import NOT_DURABLE, PgFlow
 from ._pg_rows import run_info
 
 __all__ = ["PostgresStore"]
@@ -169,6 +167,7 @@ class PostgresStore(PostgresLeases, Store):
                 )
             if current > Q.PG_SCHEMA_VERSION:
                 raise too_new(current)
+            self.schema_version = current  # older tables stay as they are: read as they are
             return
         migrations = [Q.render(m, self._q) for m in Q.MIGRATIONS]
 
@@ -180,6 +179,7 @@ class PostgresStore(PostgresLeases, Store):
 
         self.db.call(schema)
         self.db.migrate(table, migrations, Q.PG_SCHEMA_VERSION, too_new)
+        self.schema_version = Q.PG_SCHEMA_VERSION
 
     def write(
         self,
@@ -188,17 +188,18 @@ class PostgresStore(PostgresLeases, Store):
         fetch: int | None = None,
         guard: bool = False,
         run: str | None = None,
+        durable: bool = True,
     ) -> list[Any]:
         """Run `statements` as one transaction in one round trip (with the durability setting).
 
         Adapters use it for their own tables, so their writes share the store's settings.
         Several statements (or `guard=True`) run under the store's `lock_timeout`; a lock
-        held past it raises `StoreBusyError` (naming `run` when given).
+        held past it raises `StoreBusyError` (naming `run` when given). `durable=False`:
+        `synchronous_commit=off` for this transaction (see `Store.put_steps`).
         """
+        local = None if durable else NOT_DURABLE
         try:
-            return self.db.call(
-                lambda conn: self.write_in(conn, statements, fetch=fetch, guard=guard)
-            )
+            return self.db.call(lambda c: self.write_in(c, statements, fetch, guard, local))
         except StoreBusyError as exc:
             if run is None:
                 raise
@@ -208,14 +209,14 @@ class PostgresStore(PostgresLeases, Store):
         self,
         conn: Any,
         statements: Sequence[Statement],
-        *,
         fetch: int | None = None,
         guard: bool = False,
+        local: dict[str, str] | None = None,
     ) -> list[Any]:
-        """`write` on a connection the caller holds (from `db.call`)."""
+        """`write` on a connection the caller holds (from `db.call`); `local`: more settings."""
         if self.read_only:
             raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
-        return self.db.run_in(conn, statements, fetch=fetch, guard=guard)
+        return self.db.run_in(conn, statements, fetch=fetch, guard=guard, local=local)
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(
@@ -280,6 +281,10 @@ class PostgresStore(PostgresLeases, Store):
                     raise
         raise StoreBusyError(f"run {run_id!r}: its lease kept changing; not deleted, try again")
 
+    # The journal's writes as flows (sync and async alike), kept in `_pg_steps`.
+    _put_steps = _pg_steps.put_steps
+    _set_head = _pg_steps.set_head
+
     # Bulk reads and deletes (`prune`, opening a long run), kept in `_pg_bulk`.
     _delete_runs = _pg_bulk.delete_runs
     _delete_many = _pg_bulk.delete_many
@@ -302,36 +307,21 @@ class PostgresStore(PostgresLeases, Store):
         heads: dict[str, str] | None = None,
         owner: str | None = None,
         notify: tuple[str, str] | None = None,
+        durable: bool = True,
     ) -> None:
-        head_run = self._heads_run(records, heads)
-        if not records and not heads:
-            return
-        now = time.time()
-        runs = list(dict.fromkeys(r.run_id for r in records))
-        if head_run is not None and head_run not in runs:
-            runs.append(head_run)
-        args = {
-            "ns": self.namespace,
-            "runs": runs,
-            "now": now,
-            "runs_of": [r.run_id for r in records],
-            "keys": [r.key for r in records],
-            "ids": [r.step_id for r in records],
-            "seqs": [r.seq for r in records],
-            "datas": [r.encode() for r in records],
-        }
-        args |= self._heads_args(head_run or "", heads if head_run is not None and heads else {})
-        if owner is not None and len(runs) > 1:
-            raise ValueError("a fenced put_steps writes records of one run")
-        self._fenced(runs[0], owner, (self.sql("PUT_STEPS"), args), notify=notify)
+        self.drive(self._put_steps(records, heads, owner, notify, durable))
 
-    def _heads_args(self, run_id: str, heads: dict[str, str]) -> dict[str, Any]:
-        return {
-            "ns": self.namespace,
-            "run": run_id,
-            "branches": list(heads),
-            "heads": list(heads.values()),
-        }
+    async def aput_steps(
+        self,
+        records: list[StepRecord],
+        *,
+        heads: dict[str, str] | None = None,
+        owner: str | None = None,
+        notify: tuple[str, str] | None = None,
+        durable: bool = True,
+    ) -> None:
+        """Async twin of `put_steps` (on the running loop's async pool: no thread)."""
+        await self.adrive(self._put_steps(records, heads, owner, notify, durable))
 
     def load_steps(self, run_id: str) -> list[StepRecord]:
         if self.get_run(run_id) is None:
@@ -353,14 +343,19 @@ class PostgresStore(PostgresLeases, Store):
         owner: str | None = None,
         notify: tuple[str, str] | None = None,
     ) -> None:
-        if step_id is None:
-            args0 = {"ns": self.namespace, "run": run_id, "b": branch}
-            self._fenced(run_id, owner, (self.sql("DELETE_HEAD"), args0), notify=notify)
-            return
-        args: dict[str, Any] = {"runs": [run_id], "now": time.time(), "datas": []}
-        args |= {"runs_of": [], "keys": [], "ids": [], "seqs": []}
-        heads = args | self._heads_args(run_id, {branch: step_id})
-        self._fenced(run_id, owner, (self.sql("PUT_STEPS"), heads), notify=notify)
+        self.drive(self._set_head(run_id, branch, step_id, owner, notify))
+
+    async def aset_head(
+        self,
+        run_id: str,
+        branch: str,
+        step_id: str | None,
+        *,
+        owner: str | None = None,
+        notify: tuple[str, str] | None = None,
+    ) -> None:
+        """Async twin of `set_head` (no thread)."""
+        await self.adrive(self._set_head(run_id, branch, step_id, owner, notify))
 
     def get_heads(self, run_id: str) -> dict[str, str]:
         return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
@@ -380,43 +375,26 @@ class PostgresStore(PostgresLeases, Store):
         stop: Callable[[], None] = self.db.listen(channel, callback)
         return stop
 
-    async def aput_steps(
-        self,
-        records: list[StepRecord],
-        *,
-        heads: dict[str, str] | None = None,
-        owner: str | None = None,
-        notify: tuple[str, str] | None = None,
-    ) -> None:
-        """Async twin of `put_steps`."""
-        await self._in_thread(self.put_steps, records, heads=heads, owner=owner, notify=notify)
-
-    async def aset_head(
-        self,
-        run_id: str,
-        branch: str,
-        step_id: str | None,
-        *,
-        owner: str | None = None,
-        notify: tuple[str, str] | None = None,
-    ) -> None:
-        """Async twin of `set_head`."""
-        await self._in_thread(self.set_head, run_id, branch, step_id, owner=owner, notify=notify)
-
     # -- I/O written once (see `_pg_flow`) ----------------------------------------------------
     def drive(self, flow: PgFlow[T]) -> T:
         """Run `flow` on the sync pool; returns its result."""
-        return _drive(self.db, flow, read_only=self.read_only, url=self.url)
+        return _pg_flow.drive(self.db, flow, read_only=self.read_only, url=self.url)
 
     async def adrive(self, flow: PgFlow[T]) -> T:
-        """Run `flow` on the running loop's `AsyncConnectionPool` (no thread)."""
+        """Run `flow` on the running loop's `AsyncConnectionPool` (no thread).
+
+        A store opened on a caller's sync connection alone (no URL, no async pool or
+        connection) has nothing to open an async connection with: its flows run in a thread.
+        """
+        if not self.aio.native:
+            return await self._in_thread(self.drive, flow)
         result: T = await self.aio.adrive(flow, read_only=self.read_only)
         return result
 
     def drive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
         """Run the flow `make()` as one transaction (maintenance: rows it locks stay locked)."""
         self._writable()
-        return self.db.call(lambda conn: _drive_in_transaction(self.db, conn, make()))
+        return self.db.call(lambda conn: _pg_flow.drive_in_transaction(self.db, conn, make()))
 
     async def adrive_in_transaction(self, make: Callable[[], PgFlow[T]]) -> T:
         """Async twin of `drive_in_transaction` (on the running loop's async pool)."""

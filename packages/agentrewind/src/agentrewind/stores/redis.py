@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -11,12 +10,13 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, Site, StepIndex, StepRecord
+from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, site_json
 from . import _redis_keys as K
 from . import _redis_safety as safety
 from ._base import LeaseResult, Store, lease_owner_is_dead
 from ._redis_io import RedisIO
 from ._redis_migrate import check_layout
+from ._redis_pin import Pins
 from ._redis_runs import delete_many, list_page, load_ahead, load_index, run_info
 from ._redis_safety import warn_if_volatile
 
@@ -93,6 +93,7 @@ class RedisStore(RedisIO, Store):
             options["retry"] = Retry(NoBackoff(), 1, supported_errors=(_redis.ConnectionError,))
         self._connect = (url, {k: v for k, v in options.items() if k != "retry"})  # `RedisIO`
         self._aclients = {}
+        self._pins = Pins()
         with self.translate_errors():
             if cluster is None:
                 probe = _redis.Redis.from_url(url, **options)
@@ -307,13 +308,14 @@ class RedisStore(RedisIO, Store):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,  # no per-write disk wait to skip (the server's AOF policy rules)
     ) -> None:
         for r in records:  # what was read ahead of these keys is stale now
             self._ahead.get(r.run_id, {}).pop(r.key, None)
         head_run = self._heads_run(records, heads)
         by_run: dict[str, list[Any]] = {}
         for r in records:
-            site = _site_json(r.site)  # see `_redis_runs.load_index`
+            site = site_json(r.site)  # see `_redis_runs.load_index`
             by_run.setdefault(r.run_id, []).extend((r.key, r.step_id, r.seq, r.encode(), site))
         for run_id, args in by_run.items():
             head_args: list[Any] = []
@@ -388,6 +390,7 @@ class RedisStore(RedisIO, Store):
 
     def close(self) -> None:
         self.close_async()
+        self._pins.close()
         with contextlib.suppress(Exception):
             _close_client(self.client)
         super().close()
@@ -395,11 +398,6 @@ class RedisStore(RedisIO, Store):
     async def aclose(self) -> None:
         await self.aclose_async()
         self.close()
-
-
-@functools.lru_cache(maxsize=4096)
-def _site_json(site: Site) -> str:
-    return json.dumps(site, separators=(",", ":"))
 
 
 def _check_db(url: str) -> None:

@@ -202,12 +202,13 @@ class SQLiteStore(Store):
         *,
         heads: dict[str, str] | None = None,
         owner: str | None = None,
+        durable: bool = True,
     ) -> None:
         head_run = self._heads_run(records, heads)
         rows = [(self.namespace, r.run_id, r.key, r.step_id, r.seq, r.encode()) for r in records]
         now = time.time()
         run_ids = {r.run_id for r in records}
-        with self.db.write() as conn:
+        with self.db.write(durable=durable) as conn:
             touch = []
             for run_id in run_ids:
                 self._fence_txn(conn, run_id, owner, now)

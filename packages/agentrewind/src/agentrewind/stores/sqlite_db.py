@@ -12,7 +12,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -115,16 +115,44 @@ class SQLiteDatabase:
         return conn
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error."""
+    def write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error.
+
+        `durable=False` commits without the fsync of `durability="full"` (synchronous=NORMAL
+        for this transaction: a power loss may drop it whole; the next full commit syncs the
+        WAL, this transaction's pages included).
+        """
         conn = self.connection()
         if conn.in_transaction:  # nested: join the outer transaction
             yield conn
             return
+        if durable or self.durability != "full":
+            yield from self._write(conn)
+            return
+        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield from self._write(conn)
+        finally:
+            conn.execute("PRAGMA synchronous=FULL")
+
+    def _write(self, conn: sqlite3.Connection) -> Generator[sqlite3.Connection, None, None]:
+        self.begin(conn)
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            raise self.aborted(conn, exc)  # noqa: B904 (`aborted` chains `exc`)
+
+    def begin(self, conn: sqlite3.Connection) -> None:
+        """`BEGIN IMMEDIATE` on `conn`, retried while another connection holds the write lock.
+
+        With `aborted`, the pieces of `write` for a caller that runs its own transaction
+        without a context manager (a hot path).
+        """
         for attempt in range(self.retries + 1):
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                break
+                return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise StoreError(f"SQLite {self.path}: {exc}") from exc
@@ -134,17 +162,19 @@ class SQLiteDatabase:
                         f"{self.busy_timeout * (self.retries + 1):.1f}s; nothing was written"
                     ) from exc
                 time.sleep(random.uniform(0.001, 0.05))
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise StoreBusyError(f"SQLite database {self.path} is locked: {exc}") from exc
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"SQLite {self.path}: {exc}") from exc
-            raise
+
+    def aborted(self, conn: sqlite3.Connection, exc: BaseException) -> BaseException:
+        """Roll back the transaction `exc` ended; returns what to raise (sqlite errors mapped)."""
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        mapped: BaseException = exc
+        if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            mapped = StoreBusyError(f"SQLite database {self.path} is locked: {exc}")
+        elif isinstance(exc, sqlite3.Error):
+            mapped = StoreError(f"SQLite {self.path}: {exc}")
+        if mapped is not exc:
+            mapped.__cause__ = exc
+        return mapped
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

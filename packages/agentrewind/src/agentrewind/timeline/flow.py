@@ -13,7 +13,7 @@ yields what it needs done and receives the result, or has the error thrown in at
   `RLock`, so tasks and threads are both kept out).
 
 So the decisions (what to write, which head moves, when to retry) exist once, in the flows;
-the two runners below only perform I/O.
+the two runners below only perform I/O (`FlowSteps` steps the flow for both).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
+from .._flowsteps import FlowSteps
 from ..stores import Store
 from .checkpoint import TimelineError
 
@@ -85,34 +86,6 @@ class _Misuse(TimelineError):
     """Raised by a runner straight to the caller, never thrown into the flow."""
 
 
-class _Steps(Generic[T]):
-    """Iterates the ops of a flow, feeding it each op's result (`value`) or error (`error`).
-
-    The stepping protocol is written once here; `run` and `arun` only perform the ops. A flow
-    that raises ends the iteration with that error; one that returns leaves `result` set.
-    """
-
-    __slots__ = ("error", "flow", "result", "value")
-
-    def __init__(self, flow: Flow[T]) -> None:
-        self.flow = flow
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.result: T
-
-    def __iter__(self) -> _Steps[T]:
-        return self
-
-    def __next__(self) -> Op:
-        value, error = self.value, self.error
-        self.value = self.error = None
-        try:
-            return self.flow.send(value) if error is None else self.flow.throw(error)
-        except StopIteration as stop:
-            self.result = stop.value
-            raise StopIteration from None
-
-
 class FlowRunner:
     """Runs flows against one store; one runner (and lock) per `Timeline` object."""
 
@@ -126,7 +99,7 @@ class FlowRunner:
     # -- sync -------------------------------------------------------------------------------
     def run(self, flow: Flow[T], *, held: bool = False) -> T:
         """Drive `flow` to its end in this thread and return its result."""
-        steps = _Steps(flow)
+        steps = FlowSteps(flow)
         for op in steps:
             try:
                 steps.value = self._do(op, held)
@@ -162,7 +135,7 @@ class FlowRunner:
     # -- async ------------------------------------------------------------------------------
     async def arun(self, flow: Flow[T], *, held: bool = False) -> T:
         """Drive `flow` to its end on the running event loop and return its result."""
-        steps = _Steps(flow)
+        steps = FlowSteps(flow)
         for op in steps:
             try:
                 steps.value = await self._ado(op, held)

@@ -1,10 +1,11 @@
 """The viewer's HTTP server: GET-only JSON API, the single page and its static files.
 
-Safe by default: it binds to loopback, answers only GET and HEAD (any other method gets 405, so
-no request can change a store), refuses a `Host` header that is not the address it serves (a
-web page on another origin cannot reach it through DNS rebinding), and sends a strict
-Content-Security-Policy (`default-src 'self'`, no inline script), so a stored string can only
-ever be text: the page renders every value with `textContent`.
+Safe by default: it opens the store read-only, as the CLI's views do (nothing created, migrated
+or written), binds to loopback, answers only GET and HEAD (any other method gets 405), refuses
+a `Host` header that is not the address it serves (a web page on another origin cannot reach
+it through DNS rebinding), and sends a strict Content-Security-Policy (`default-src 'self'`, no
+inline script), so a stored string can only ever be text: the page renders every value with
+`textContent`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from importlib.resources import files
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..cli.common import open_store
 from ..documents import RunNotFoundError
 from ..errors import AgentRewindError
-from ..stores import Store, connect
+from ..stores import Store
 from . import api
 
 __all__ = ["ViewerServer", "cmd_ui", "make_server"]
@@ -182,8 +184,12 @@ def make_server(store: Store, host: str = "127.0.0.1", port: int = 0) -> ViewerS
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """`agentrewind ui`: serve the viewer until Ctrl-C."""
-    store = connect(args.store, namespace=args.namespace)
+    """`agentrewind ui`: serve the viewer until Ctrl-C.
+
+    The store is opened read-only, as by the CLI's views (`cli.readonly`): nothing is created
+    (a missing SQLite file or PostgreSQL schema is an error), migrated or written.
+    """
+    store = open_store(args)
     try:
         server = make_server(store, args.host, args.port)
     except OSError as exc:
