@@ -90,6 +90,60 @@ def test_a_restart_fails_the_operation_in_flight_clearly_and_the_next_one_reconn
             assert keys in (["a", "c"], ["a", "b", "c"])
 
 
+def _outage(cluster: PrivateCluster, fail: Any) -> None:
+    """Stop the server for about four seconds of failing operations, then start it again.
+
+    Meanwhile psycopg_pool's reconnect backoff (1 s, 2 s, 4 s, ...) puts its next attempt
+    seconds after the server is back.
+    """
+    cluster.stop("fast")
+    down = time.monotonic()
+    while time.monotonic() - down < 4:
+        fail()
+    cluster.start()
+
+
+def test_after_a_long_outage_the_first_operation_on_the_restarted_server_goes_through(
+    cluster: PrivateCluster,
+) -> None:
+    url = f"{cluster.url}?namespace=outage&connect_timeout=1"
+    with agentrewind.connect(url) as store:
+        store.begin_run("r")
+        store.put_step(rec("r", "a", 1))
+
+        def fail() -> None:
+            with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{cluster.port}"):
+                store.get_run("r")
+
+        _outage(cluster, fail)
+        store.put_step(rec("r", "b", 2))  # not a PoolTimeout: the pool is still backing off
+        assert [s.key for s in store.load_steps("r")] == ["a", "b"]
+
+
+async def test_after_a_long_outage_the_first_async_operation_goes_through(
+    cluster: PrivateCluster,
+) -> None:
+    import asyncio
+
+    url = f"{cluster.url}?namespace=aoutage&connect_timeout=1"
+    store = agentrewind.connect(url)
+    try:
+        await store.abegin_run("r")
+        await store.aput_step(rec("r", "a", 1))
+        loop = asyncio.get_running_loop()
+
+        def fail() -> None:
+            future = asyncio.run_coroutine_threadsafe(store.aput_step(rec("r", "x", 9)), loop)
+            with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{cluster.port}"):
+                future.result(30)
+
+        await asyncio.to_thread(_outage, cluster, fail)
+        await store.aput_step(rec("r", "b", 2))
+        assert [s.key for s in await store.aload_steps("r")] == ["a", "b"]
+    finally:
+        await store.aclose()
+
+
 def test_the_saver_goes_on_after_a_restart(cluster: PrivateCluster) -> None:
     pytest.importorskip("langgraph")
     from langgraph.checkpoint.base import empty_checkpoint

@@ -16,7 +16,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-from psycopg_pool import AsyncConnectionPool
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .._flowsteps import FlowSteps
 from ..errors import StoreError
@@ -80,8 +81,19 @@ class AsyncPostgres:
             async with self._conn_lock:
                 yield self._conn
             return
-        pool = await self._pool()
-        async with pool.connection(timeout=self.db.connect_timeout) as conn:
+        pool, taken = await self._pool(), False
+        if not self.db.starved(pool):  # (see PostgresDatabase.starve)
+            try:
+                async with pool.connection(timeout=self.db.connect_timeout) as conn:
+                    taken = True
+                    yield conn
+                return
+            except PoolTimeout:
+                if taken or self._user_pool is not None or not self.db.starve(pool):
+                    raise
+        async with await psycopg.AsyncConnection.connect(
+            self.db.conninfo, **self.db.direct_kwargs()
+        ) as conn:
             yield conn
 
     async def run(self, txn: Txn, *, read_only: bool = False) -> list[Any]:

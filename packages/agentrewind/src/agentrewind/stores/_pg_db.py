@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from ._pg_url import quote_schema, redact, split_url
 
 try:
     import psycopg
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised in a session without psycopg
     raise ImportError(
         'the PostgreSQL store needs psycopg 3: pip install "agentrewind[postgres]"'
@@ -122,6 +123,7 @@ class PostgresDatabase:
         elif pool is not None:
             self.url = redact(getattr(pool, "conninfo", "") or self.url)
         self.pool: Any = pool
+        self._starved: weakref.WeakSet[Any] = weakref.WeakSet()
         self._closed = False
         self.settings: dict[str, str] = {}
         """Settings each transaction starts with (`set_config(name, value, true)`): local to
@@ -144,8 +146,47 @@ class PostgresDatabase:
             with self._conn_lock:
                 yield self._conn
             return
-        with self.pool.connection(timeout=self.connect_timeout) as conn:
+        pool, taken = self.pool, False
+        if not self.starved(pool):
+            try:
+                with pool.connection(timeout=self.connect_timeout) as conn:
+                    taken = True
+                    yield conn
+                return
+            except PoolTimeout:
+                if taken or not self._owns_pool or not self.starve(pool):
+                    raise
+        with psycopg.connect(self.conninfo, **self.direct_kwargs()) as conn:
             yield conn
+
+    # A pool whose connections all failed (the server restarted or went away) reconnects with
+    # a backoff that doubles up to minutes: after the server is back, it could time out many
+    # operations more. A timeout while the pool could still grow means it cannot connect; from
+    # then on, until it has an idle connection again, each operation opens a connection of its
+    # own (failing fast while the server is still down). Only for the pools this store opened.
+    def starve(self, pool: Any) -> bool:
+        """After a timeout of a pool of ours: whether it failed to grow (then it is marked)."""
+        stats = pool.get_stats()
+        if stats.get("pool_available", 0) or stats.get("pool_size", 0) >= pool.max_size:
+            return False  # busy, not starved: every connection it may hold is in use
+        self._starved.add(pool)
+        return True
+
+    def starved(self, pool: Any) -> bool:
+        """Whether `pool` is marked by `starve` and has no idle connection yet."""
+        if pool in self._starved:
+            if not pool.get_stats().get("pool_available", 0):
+                return True
+            self._starved.discard(pool)
+        return False
+
+    def direct_kwargs(self) -> dict[str, Any]:
+        """Connection arguments of a connection opened beside a starved pool (as the pool's)."""
+        return {
+            "autocommit": True,
+            "prepare_threshold": self.prepare_threshold,
+            "connect_timeout": max(1, round(self.connect_timeout)),
+        }
 
     def call(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(conn)`; a dropped connection is replaced and `fn` run once more.
