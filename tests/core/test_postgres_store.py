@@ -100,6 +100,20 @@ def test_dropped_connections_are_replaced(postgres_url: str) -> None:
         assert [s.key for s in store.load_steps("r")] == ["a", "b"]
 
 
+def test_a_busy_pool_is_waited_for_not_bypassed(postgres_url: str) -> None:
+    # A pool that times out with every connection it may hold in use is busy, not unable to
+    # connect (see _pg_starve): no connection beyond max_size is opened.
+    url = f"{postgres_url}?max_size=1&connect_timeout=1"
+    with agentrewind.connect(url, namespace=ns()) as store:
+        store.put_step(rec("r", "a", 1))
+        with store.db.connection():  # the pool's only connection
+            with pytest.raises(StoreUnavailableError, match="PoolTimeout"):
+                store.get_run("r")
+            with pytest.raises(StoreUnavailableError, match="PoolTimeout"):
+                store.get_run("r")
+        assert store.get_run("r") is not None
+
+
 def test_unreachable_server_is_a_named_error() -> None:
     t = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="unreachable"):

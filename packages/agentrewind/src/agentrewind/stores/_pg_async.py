@@ -82,14 +82,14 @@ class AsyncPostgres:
                 yield self._conn
             return
         pool, taken = await self._pool(), False
-        if not self.db.starved(pool):  # (see PostgresDatabase.starve)
+        if not self.db.starving.starved(pool):  # (see _pg_starve)
             try:
                 async with pool.connection(timeout=self.db.connect_timeout) as conn:
                     taken = True
                     yield conn
                 return
             except PoolTimeout:
-                if taken or self._user_pool is not None or not self.db.starve(pool):
+                if taken or self._user_pool is not None or not self.db.starving.starve(pool):
                     raise
         async with await psycopg.AsyncConnection.connect(
             self.db.conninfo, **self.db.direct_kwargs()

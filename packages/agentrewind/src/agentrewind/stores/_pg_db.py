@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..errors import StoreError, StoreUnavailableError
 from ._pg_errors import GONE, dropped, translate
 from ._pg_send import send  # (and registers the typed array parameters' dumpers)
+from ._pg_starve import StarvedPools
 from ._pg_url import quote_schema, redact, split_url
 
 try:
@@ -123,7 +123,8 @@ class PostgresDatabase:
         elif pool is not None:
             self.url = redact(getattr(pool, "conninfo", "") or self.url)
         self.pool: Any = pool
-        self._starved: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.starving = StarvedPools()
+        """Our pools that cannot connect (see `_pg_starve`)."""
         self._closed = False
         self.settings: dict[str, str] = {}
         """Settings each transaction starts with (`set_config(name, value, true)`): local to
@@ -147,41 +148,20 @@ class PostgresDatabase:
                 yield self._conn
             return
         pool, taken = self.pool, False
-        if not self.starved(pool):
+        if not self.starving.starved(pool):
             try:
                 with pool.connection(timeout=self.connect_timeout) as conn:
                     taken = True
                     yield conn
                 return
             except PoolTimeout:
-                if taken or not self._owns_pool or not self.starve(pool):
+                if taken or not self._owns_pool or not self.starving.starve(pool):
                     raise
         with psycopg.connect(self.conninfo, **self.direct_kwargs()) as conn:
             yield conn
 
-    # A pool whose connections all failed (the server restarted or went away) reconnects with
-    # a backoff that doubles up to minutes: after the server is back, it could time out many
-    # operations more. A timeout while the pool could still grow means it cannot connect; from
-    # then on, until it has an idle connection again, each operation opens a connection of its
-    # own (failing fast while the server is still down). Only for the pools this store opened.
-    def starve(self, pool: Any) -> bool:
-        """After a timeout of a pool of ours: whether it failed to grow (then it is marked)."""
-        stats = pool.get_stats()
-        if stats.get("pool_available", 0) or stats.get("pool_size", 0) >= pool.max_size:
-            return False  # busy, not starved: every connection it may hold is in use
-        self._starved.add(pool)
-        return True
-
-    def starved(self, pool: Any) -> bool:
-        """Whether `pool` is marked by `starve` and has no idle connection yet."""
-        if pool in self._starved:
-            if not pool.get_stats().get("pool_available", 0):
-                return True
-            self._starved.discard(pool)
-        return False
-
     def direct_kwargs(self) -> dict[str, Any]:
-        """Connection arguments of a connection opened beside a starved pool (as the pool's)."""
+        """Arguments of a connection opened beside a starved pool (`_pg_starve`), as the pool's."""
         return {
             "autocommit": True,
             "prepare_threshold": self.prepare_threshold,
