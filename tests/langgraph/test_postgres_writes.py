@@ -86,3 +86,40 @@ def test_a_tenant_saver_sees_only_its_namespace(postgres_url: str) -> None:
 
             assert store.db.call(crafted) == 0
             assert b.get_tuple(_cfg("t")) is not None
+
+
+def test_a_superstep_on_a_known_thread_is_one_statement_with_its_held_writes(
+    postgres_url: str,
+) -> None:
+    from langgraph_support import cfg, line_graph
+
+    url = f"{postgres_url}?namespace=k-{uuid.uuid4().hex[:8]}"
+    with RewindSaver(url) as saver:
+        graph = line_graph(4).compile(checkpointer=saver)
+        config = cfg()
+        graph.invoke({"items": []}, config, durability="sync")  # the thread is now known
+        db: Any = saver.store.db
+        plan = db.plan
+        sent: list[list[str]] = []
+
+        def counted(statements: Any, *args: Any) -> Any:
+            out = plan(statements, *args)
+            if args[1]:  # a write
+                sent.append([text.split("(")[0].strip() for text, _ in out[0]])
+            return out
+
+        db.plan = counted
+        try:
+            out = graph.invoke({"items": []}, config, durability="sync")
+        finally:
+            del db.plan
+        assert out["items"] == [f"n{i}" for i in range(4)] * 2
+        # The input's put, then one per superstep (`__start__` and 4 nodes), each carrying
+        # the writes of the task before it; the thread row is refreshed at most once a second
+        # (then the put's writes go first in its pipeline, with the transaction's settings).
+        assert len(sent) == 6, sent
+        assert sum(len(s) > 1 for s in sent) <= 1, sent
+        history = list(saver.list(config))
+        # every checkpoint the second run wrote but its last has its task's writes
+        assert all(t.pending_writes for t in history[1:6]), [t.metadata for t in history]
+        assert history[0].pending_writes == []

@@ -125,23 +125,47 @@ ok AS (SELECT NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1
         AND deleted_at > %(since)s) AS v),
 {_STORE}
 SELECT ok.v, ARRAY(SELECT i FROM missing) FROM ok"""
-# One task's pending writes: special writes (idx < 0) replace, regular ones keep the first.
-_WRITES = """keep AS (INSERT INTO {s}.lg_writes (ns, thread_id, cns, checkpoint_id, task_id, idx,
-        task_path, channel, type, value)
-    SELECT %(ns)s, %(tid)s, %(cns)s, %(cid)s, w.* FROM w, ok WHERE ok.v AND w.idx >= 0
+
+
+def _writes(cid: str, ok: str) -> str:
+    """Storing `w`'s pending writes for checkpoint `cid` when `ok`.v.
+
+    Special writes (idx < 0) replace, regular ones keep the first.
+    """
+    return f"""keep AS (INSERT INTO {{s}}.lg_writes (ns, thread_id, cns, checkpoint_id, task_id,
+        idx, task_path, channel, type, value)
+    SELECT %(ns)s, %(tid)s, %(cns)s, {cid}, w.* FROM w, {ok} WHERE {ok}.v AND w.idx >= 0
     ON CONFLICT DO NOTHING),
-repl AS (INSERT INTO {s}.lg_writes (ns, thread_id, cns, checkpoint_id, task_id, idx, task_path,
+repl AS (INSERT INTO {{s}}.lg_writes (ns, thread_id, cns, checkpoint_id, task_id, idx, task_path,
         channel, type, value)
-    SELECT %(ns)s, %(tid)s, %(cns)s, %(cid)s, w.* FROM w, ok WHERE ok.v AND w.idx < 0
+    SELECT %(ns)s, %(tid)s, %(cns)s, {cid}, w.* FROM w, {ok} WHERE {ok}.v AND w.idx < 0
     ON CONFLICT (ns, thread_id, cns, checkpoint_id, task_id, idx) DO UPDATE SET
         task_path = excluded.task_path, channel = excluded.channel, type = excluded.type,
         value = excluded.value)"""
-_W = """w AS (SELECT * FROM unnest(%(task)s::text[], %(idx)s::int[],
-        %(path)s::text[], %(ch)s::text[], %(type)s::text[], %(val)s::bytea[])
+
+
+def _writes_ok(cid: str, name: str) -> str:
+    """Whether pending writes for checkpoint `cid` are stored (`name`.v).
+
+    Not under a live tombstone, unless their checkpoint exists (the thread was written again).
+    """
+    return f"""{name} AS (SELECT NOT EXISTS (SELECT 1 FROM tomb) OR EXISTS (SELECT 1
+    FROM {{s}}.lg_checkpoints p WHERE p.ns = %(ns)s AND p.thread_id = %(tid)s AND p.cns = %(cns)s
+        AND p.checkpoint_id = {cid}) AS v)"""
+
+
+_WRITES = _writes("%(cid)s", "ok")
+
+
+def _unnest_writes(p: str) -> str:
+    """`w`: the pending writes passed as arrays (parameters `task`, `idx`... prefixed `p`)."""
+    return f"""w AS (SELECT * FROM unnest(%({p}task)s::text[], %({p}idx)s::int[],
+        %({p}path)s::text[], %({p}ch)s::text[], %({p}type)s::text[], %({p}val)s::bytea[])
         AS w(task_id, idx, task_path, channel, type, value))"""
-_WRITES_OK = """ok AS (SELECT NOT EXISTS (SELECT 1 FROM tomb) OR EXISTS (SELECT 1
-    FROM {s}.lg_checkpoints p WHERE p.ns = %(ns)s AND p.thread_id = %(tid)s AND p.cns = %(cns)s
-        AND p.checkpoint_id = %(cid)s) AS v)"""
+
+
+_W = _unnest_writes("")
+_WRITES_OK = _writes_ok("%(cid)s", "ok")
 PUT_WRITES = f"""WITH {_W},
 {_TOMB},
 {_WRITES_OK},
@@ -154,6 +178,18 @@ PUT_WRITES_KNOWN = f"""WITH {_W},
 {_WRITES_OK},
 {_WRITES}
 SELECT ok.v FROM ok"""
+# `PUT_KNOWN` carrying the pending writes held for its parent (`w_cid`, see `_defer`): one
+# statement, so one implicit transaction with no settings prefix and no pipeline. The writes
+# have their own condition (`wok`, as `PUT_WRITES`): a put refused for a missing delta base
+# is sent again alone, its writes already stored.
+PUT_KNOWN_WRITES = f"""WITH {_VALUES},
+{_unnest_writes("w_")},
+{_TOMB},
+ok AS (SELECT NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM tomb) AS v),
+{_writes_ok("%(w_cid)s", "wok")},
+{_STORE},
+{_writes("%(w_cid)s", "wok")}
+SELECT ok.v, ARRAY(SELECT i FROM missing) FROM ok"""
 
 DELETE_THREAD = [
     "DELETE FROM {s}.lg_checkpoints WHERE ns = %(ns)s AND thread_id = %(tid)s",

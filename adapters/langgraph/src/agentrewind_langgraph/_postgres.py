@@ -148,16 +148,12 @@ class PostgresBackend(PostgresReads):
     ) -> Op[bool]:
         """The operation storing one checkpoint and its changed channels (one statement).
 
-        `writes` (pending writes the saver held for the parent) are sent before it in the
-        same transaction and pipeline: one round trip, one commit. On a thread this process
-        wrote moments ago the statements are `PUT_KNOWN`/`PUT_WRITES_KNOWN` (no thread or
-        run row); otherwise, or when that finds a tombstone, `PUT` (also the thread's row,
-        the run's, and the tombstone rules).
+        `writes` (pending writes the saver held for the parent) go in the same transaction:
+        one round trip, one commit. On a thread this process wrote moments ago the statement
+        is `PUT_KNOWN` (no thread or run row), or `PUT_KNOWN_WRITES` carrying the writes;
+        otherwise, or when that finds a tombstone, `PUT` (also the thread's row, the run's,
+        and the tombstone rules), after one `PUT_WRITES` per held write in one pipeline.
         """
-        held = [
-            self._writes_args(w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, ttl)
-            for w in writes
-        ]
         md, md_blob = row.md_text, row.md_blob
         if row.md_text is not None and "\\u0000" in row.md_text:
             md, md_blob = None, row.md_text.encode()  # jsonb cannot hold NUL: keep it aside
@@ -179,8 +175,18 @@ class PostgresBackend(PostgresReads):
         def op() -> PostgresFlow[bool]:
             blobs = list(row.blobs)
             full = not self._known(tid, run, now, ttl)
-            writes_sql = self.sql("PUT_WRITES" if full else "PUT_WRITES_KNOWN")
-            pre = [(writes_sql, a) for a in held]
+            pre: list[tuple[Any, dict[str, Any]]] = []
+            put_sql = "PUT" if full else "PUT_KNOWN"
+            if not full and writes:  # the usual superstep: one statement carries both
+                put_sql = "PUT_KNOWN_WRITES"
+                args.update(_joined_args(writes))
+            elif writes:
+                pre = [
+                    (self.sql("PUT_WRITES"), self._writes_args(
+                        w.thread_id, w.cns, w.checkpoint_id, w.rows, w.now, ttl
+                    ))
+                    for w in writes
+                ]  # fmt: skip
             for _ in range(4):
                 args.update(
                     b_ch=Texts([b.channel for b in blobs]),
@@ -191,9 +197,10 @@ class PostgresBackend(PostgresReads):
                     b_type=Texts([b.type for b in blobs]),
                     b_val=Bytes([b.value for b in blobs]),
                 )
-                put = [*pre, (self.sql("PUT" if full else "PUT_KNOWN"), args)]
+                put = [*pre, (self.sql(put_sql), args)]
                 ok, missing = (yield PostgresTxn(put, len(put) - 1))[0]
-                pre = []  # stored: a retry sends the checkpoint alone
+                # The writes are stored: a retry sends the checkpoint alone.
+                pre, put_sql = [], "PUT" if full else "PUT_KNOWN"
                 if ok:
                     if full:
                         self._remember(tid, run, now)
@@ -202,7 +209,7 @@ class PostgresBackend(PostgresReads):
                     if full:
                         return False  # a late write of a deleted history
                     self.forget(tid)  # a tombstone: the full statement decides
-                    full = True
+                    full, put_sql = True, "PUT"
                     continue
                 for i in missing:  # a delta's base is gone: store that value whole
                     b = blobs[int(i) - 1]
@@ -360,3 +367,28 @@ class PostgresBackend(PostgresReads):
             return len(expired)
 
         return InTransaction(op)
+
+
+def _joined_args(writes: Sequence[HeldWrites]) -> dict[str, Any]:
+    """`PUT_KNOWN_WRITES`'s `w_` parameters: the writes held for the put's parent.
+
+    One statement cannot write a row twice: of the writes of one (task, idx) the first is kept,
+    or the last for a special write (idx < 0), as separate statements would have left it.
+    """
+    rows: dict[tuple[str, int], WriteRow] = {}
+    for w in writes:
+        for r in w.rows:
+            if r.idx < 0:
+                rows[r.task_id, r.idx] = r
+            else:
+                rows.setdefault((r.task_id, r.idx), r)
+    kept = list(rows.values())
+    return {
+        "w_cid": writes[0].checkpoint_id,
+        "w_task": Texts([w.task_id for w in kept]),
+        "w_idx": Ints([w.idx for w in kept]),
+        "w_path": Texts([w.task_path for w in kept]),
+        "w_ch": Texts([w.channel for w in kept]),
+        "w_type": Texts([w.type for w in kept]),
+        "w_val": Bytes([w.value for w in kept]),
+    }
