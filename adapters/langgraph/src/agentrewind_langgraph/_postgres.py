@@ -251,16 +251,7 @@ class PostgresBackend(PostgresReads):
         now: float,
         ttl: float | None,
     ) -> dict[str, Any]:
-        return self._args(thread_id, now, ttl) | {
-            "cns": cns,
-            "cid": cid,
-            "task": Texts([w.task_id for w in rows]),
-            "idx": Ints([w.idx for w in rows]),
-            "path": Texts([w.task_path for w in rows]),
-            "ch": Texts([w.channel for w in rows]),
-            "type": Texts([w.type for w in rows]),
-            "val": Bytes([w.value for w in rows]),
-        }
+        return self._args(thread_id, now, ttl) | {"cns": cns, "cid": cid} | _write_arrays(rows)
 
     def delete_thread_op(self, thread_id: str, now: float) -> Op[None]:
         """The operation deleting a thread and leaving a tombstone (one transaction)."""
@@ -382,13 +373,16 @@ def _joined_args(writes: Sequence[HeldWrites]) -> dict[str, Any]:
                 rows[r.task_id, r.idx] = r
             else:
                 rows.setdefault((r.task_id, r.idx), r)
-    kept = list(rows.values())
+    return {"w_cid": writes[0].checkpoint_id} | _write_arrays(list(rows.values()), "w_")
+
+
+def _write_arrays(rows: Sequence[WriteRow], prefix: str = "") -> dict[str, Any]:
+    """Pending-write rows as the typed array parameters `task`, `idx`... (names `prefix`ed)."""
     return {
-        "w_cid": writes[0].checkpoint_id,
-        "w_task": Texts([w.task_id for w in kept]),
-        "w_idx": Ints([w.idx for w in kept]),
-        "w_path": Texts([w.task_path for w in kept]),
-        "w_ch": Texts([w.channel for w in kept]),
-        "w_type": Texts([w.type for w in kept]),
-        "w_val": Bytes([w.value for w in kept]),
+        f"{prefix}task": Texts([w.task_id for w in rows]),
+        f"{prefix}idx": Ints([w.idx for w in rows]),
+        f"{prefix}path": Texts([w.task_path for w in rows]),
+        f"{prefix}ch": Texts([w.channel for w in rows]),
+        f"{prefix}type": Texts([w.type for w in rows]),
+        f"{prefix}val": Bytes([w.value for w in rows]),
     }
