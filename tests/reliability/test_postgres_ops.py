@@ -120,6 +120,30 @@ def test_after_a_long_outage_the_first_operation_on_the_restarted_server_goes_th
         assert [s.key for s in store.load_steps("r")] == ["a", "b"]
 
 
+def test_a_pool_that_gave_up_reconnecting_is_used_again_after_the_outage(
+    cluster: PrivateCluster,
+) -> None:
+    url = f"{cluster.url}?namespace=gaveup&connect_timeout=1"
+    with agentrewind.connect(url) as store:
+        store.begin_run("r")
+        pool: Any = store.db.pool  # type: ignore[attr-defined]
+        pool.reconnect_timeout = 1.0  # it gives up after 1 s instead of 5 minutes
+
+        def fail() -> None:
+            with pytest.raises(StoreUnavailableError):
+                store.get_run("r")
+
+        _outage(cluster, fail)
+        for i in range(3):  # served beside the pool while it has no connection
+            store.put_step(rec("r", f"s{i}", i + 1))
+        deadline = time.monotonic() + 10
+        while not pool.get_stats().get("pool_available", 0) and time.monotonic() < deadline:
+            store.get_run("r")  # each operation asks the pool to grow again
+            time.sleep(0.05)
+        assert pool.get_stats().get("pool_available", 0) >= 1  # the pool is back in use
+        assert [s.key for s in store.load_steps("r")] == ["s0", "s1", "s2"]
+
+
 async def test_after_a_long_outage_the_first_async_operation_goes_through(
     cluster: PrivateCluster,
 ) -> None:

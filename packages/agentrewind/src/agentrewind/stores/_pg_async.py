@@ -91,6 +91,8 @@ class AsyncPostgres:
             except PoolTimeout:
                 if taken or self._user_pool is not None or not self.db.starving.starve(pool):
                     raise
+        with contextlib.suppress(Exception):
+            await pool.check()
         async with await psycopg.AsyncConnection.connect(
             self.db.conninfo, **self.db.direct_kwargs()
         ) as conn:

@@ -157,6 +157,8 @@ class PostgresDatabase:
             except PoolTimeout:
                 if taken or not self._owns_pool or not self.starving.starve(pool):
                     raise
+        with contextlib.suppress(Exception):
+            pool.check()  # (see _pg_starve: a pool that gave up reconnecting tries again)
         with psycopg.connect(self.conninfo, **self.direct_kwargs()) as conn:
             yield conn
 

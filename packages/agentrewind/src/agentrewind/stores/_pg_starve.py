@@ -4,8 +4,10 @@ A `psycopg_pool` pool whose connections all failed (the server restarted or went
 reconnects with a backoff that doubles (1 s, 2 s, 4 s, ... up to minutes): after the server is
 back, it could still time out operation after operation. A timeout while the pool could still
 grow means it cannot connect; from then on, until it has an idle connection again, each
-operation opens a connection of its own (failing fast while the server is still down). Only
-for the pools a store opened itself, never a caller's.
+operation opens a connection of its own (failing fast while the server is still down), and
+first calls the pool's `check()`: a pool that gave up reconnecting (after its
+`reconnect_timeout`, 5 minutes) grows again only when asked, so it is asked. Only for the
+pools a store opened itself, never a caller's.
 """
 
 from __future__ import annotations
