@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -282,12 +283,8 @@ def test_a_client_side_error_mid_pipeline_writes_nothing(postgres_url: str) -> N
         assert status == "IDLE"
 
 
-async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
-    postgres_url: str,
-) -> None:
-    """`aput_steps` / `aset_head` are flows on the loop's async pool, fenced as the sync ones."""
-    mw = agentrewind.Middleware(f"{postgres_url}?namespace={ns()}")
-    store = mw.store
+def _threads_of(store: Any) -> list[str]:
+    """The names of the functions `store` runs in a worker thread from now on (appended)."""
     threaded: list[str] = []
     in_thread = store._in_thread
 
@@ -295,7 +292,17 @@ async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
         threaded.append(fn.__name__)
         return await in_thread(fn, *args, **kwargs)
 
-    store._in_thread = spy  # type: ignore[method-assign]
+    store._in_thread = spy
+    return threaded
+
+
+async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
+    postgres_url: str,
+) -> None:
+    """`aput_steps` / `aset_head` are flows on the loop's async pool, fenced as the sync ones."""
+    mw = agentrewind.Middleware(f"{postgres_url}?namespace={ns()}")
+    store = mw.store
+    threaded = _threads_of(store)
 
     async def work(i: int) -> int:
         return i * 2
@@ -323,3 +330,47 @@ async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
     finally:
         await store.aclose_async()  # type: ignore[attr-defined]
         mw.close()
+
+
+async def test_async_runs_reads_and_leases_run_on_the_async_pool_not_in_a_thread(
+    postgres_url: str,
+) -> None:
+    """A run's whole async life (begin, lease, steps, heads, TTL, end) uses no thread."""
+    from agentrewind.records import RunMetrics
+
+    store = agentrewind.connect(f"{postgres_url}?namespace={ns()}")
+    threaded = _threads_of(store)
+    a, b = "host-a:1:x", "host-b:2:y"
+    try:
+        assert (await store.abegin_run("r")).status == "running"
+        assert (await store.aacquire_lease("r", a, 30.0)).acquired
+        refused = await store.aacquire_lease("r", b, 30.0)
+        assert not refused.acquired and refused[1] == a
+        assert (await store.arenew_lease("r", a, 30.0)).acquired
+        assert not (await store.arenew_lease("r", b, 30.0)).acquired
+        await store.aput_step(rec("r", "k", 1), owner=a)
+        assert [s.key for s in await store.aload_steps("r")] == ["k"]
+        step = await store.aget_step("r", "id-k")
+        assert step is not None and step.output == 1
+        await store.aset_head("r", "main", "id-k", owner=a)
+        assert await store.aget_heads("r") == {"main": "id-k"}
+        await store.aset_ttl("r", 3600.0, owner=a)
+        run = await store.aget_run("r")
+        assert run is not None and run.status == "running" and run.expires_at is not None
+        assert [r.run_id for r in await store.alist_runs()] == ["r"]
+        with pytest.raises(LeaseLostError):
+            await store.aend_run("r", "completed", RunMetrics(), owner=b)
+        await store.aend_run("r", "completed", RunMetrics(steps=1), owner=a)
+        await store.arelease_lease("r", a)
+        done = await store.aget_run("r")
+        assert done is not None and done.status == "completed" and done.metrics.steps == 1
+        assert (await store.aacquire_lease("r", b, 30.0)).acquired  # released: b takes it
+        assert await store.aget_run("missing") is None
+        assert await store.aload_steps("missing") == []
+        assert threaded == []
+        # the sync API reads the same rows
+        assert store.get_heads("r") == {"main": "id-k"}
+        assert [s.key for s in store.load_steps("r")] == ["k"]
+    finally:
+        await store.aclose_async()  # type: ignore[attr-defined]
+        store.close()

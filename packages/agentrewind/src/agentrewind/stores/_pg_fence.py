@@ -9,7 +9,7 @@ adapter's writes run it as their transaction's first statement (`fenced_in`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import StoreBusyError, StoreError
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 class PostgresLeases:
-    """Fenced writes and lease rows; expects the store's `db`, `namespace`, `sql`, `write`."""
+    """Fenced writes and lease rows; expects the store's `db`, `namespace`, `sql`, `drive`."""
 
     db: PostgresDatabase
     namespace: str
@@ -39,18 +39,10 @@ class PostgresLeases:
     def render(self, text: Any) -> Any:  # pragma: no cover - the store's
         raise NotImplementedError
 
-    def write(  # pragma: no cover - the store's
-        self,
-        statements: Sequence[Statement],
-        *,
-        fetch: int | None = None,
-        guard: bool = False,
-        run: str | None = None,
-        durable: bool = True,
-    ) -> list[Any]:
+    def drive(self, flow: PgFlow[T]) -> T:  # pragma: no cover - the store's
         raise NotImplementedError
 
-    def drive(self, flow: PgFlow[T]) -> T:  # pragma: no cover - the store's
+    async def adrive(self, flow: PgFlow[T]) -> T:  # pragma: no cover - the store's
         raise NotImplementedError
 
     def _fenced(
@@ -169,13 +161,20 @@ class PostgresLeases:
     def _refused_flow(self, run_id: str, owner: str) -> PgFlow[None]:
         """The flow of `_refused`: two reads, then the error (`check_fence`)."""
         now = time.time()
-        rows = yield Txn([(self.sql("GET_LEASE"), (self.namespace, run_id))], 0, write=False)
+        rows = yield self._lease_row(run_id)
         lease = (rows[0][0], float(rows[0][1])) if rows else None
         args = (self.namespace, run_id, now)
         exists = bool((yield Txn([(self.sql("GET_RUN"), args)], 0, write=False)))
         check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        return self.drive(self._acquire_lease(run_id, owner, ttl))
+
+    async def aacquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Async twin of `acquire_lease` (on the running loop's pool)."""
+        return await self.adrive(self._acquire_lease(run_id, owner, ttl))
+
+    def _acquire_lease(self, run_id: str, owner: str, ttl: float) -> PgFlow[LeaseResult]:
         dead = ""
         for _ in range(2):
             now = time.time()
@@ -187,33 +186,54 @@ class PostgresLeases:
                 "now": now,
                 "dead": dead,
             }
-            # guarded: a stale owner paused inside a write holds the lease row locked
-            if self.write([(self.sql("TAKE_LEASE"), args)], fetch=0, guard=True, run=run_id):
+            try:  # guarded: a stale owner paused inside a write holds the lease row locked
+                taken = yield Txn([(self.sql("TAKE_LEASE"), args)], 0, guard=True)
+            except StoreBusyError as exc:
+                raise StoreBusyError(f"run {run_id!r}: {exc}") from exc
+            if taken:
                 return LeaseResult((True, owner, ttl))
-            row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-            if row is None:
+            rows = yield self._lease_row(run_id)
+            if not rows:
                 continue  # released meanwhile: try again
-            holder, expires = row
+            holder, expires = rows[0]
             if not lease_owner_is_dead(holder) or dead == holder:
                 return LeaseResult((False, holder, max(float(expires) - time.time(), 0.0)))
             dead = holder
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        if row is None:
+        rows = yield self._lease_row(run_id)
+        if not rows:
             raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
-        return LeaseResult((False, row[0], max(float(row[1]) - time.time(), 0.0)))
+        return LeaseResult((False, rows[0][0], max(float(rows[0][1]) - time.time(), 0.0)))
 
     def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        return self.drive(self._renew_lease(run_id, owner, ttl))
+
+    async def arenew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
+        """Async twin of `renew_lease` (on the running loop's pool)."""
+        return await self.adrive(self._renew_lease(run_id, owner, ttl))
+
+    def _renew_lease(self, run_id: str, owner: str, ttl: float) -> PgFlow[LeaseResult]:
         now = time.time()
         args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
-        if self.write([(self.sql("RENEW"), args)], fetch=0):
+        if (yield Txn([(self.sql("RENEW"), args)], 0)):
             return LeaseResult((True, owner, ttl))
-        row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-        if row is None or float(row[1]) <= now:
+        rows = yield self._lease_row(run_id)
+        if not rows or float(rows[0][1]) <= now:
             return LeaseResult((False, "", 0.0))
-        return LeaseResult((False, row[0], float(row[1]) - now))
+        return LeaseResult((False, rows[0][0], float(rows[0][1]) - now))
 
     def release_lease(self, run_id: str, owner: str) -> None:
-        self.write([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
+        self.drive(self._release_lease(run_id, owner))
+
+    async def arelease_lease(self, run_id: str, owner: str) -> None:
+        """Async twin of `release_lease` (on the running loop's pool)."""
+        await self.adrive(self._release_lease(run_id, owner))
+
+    def _release_lease(self, run_id: str, owner: str) -> PgFlow[None]:
+        yield Txn([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
+
+    def _lease_row(self, run_id: str) -> Txn:
+        """The read of `run_id`'s lease row: `(owner, expires_at)`, if any."""
+        return Txn([(self.sql("GET_LEASE"), (self.namespace, run_id))], 0, write=False)
 
     def fence_statement(self, run_id: str, owner: str) -> Statement:
         """The statement that makes a write transaction fail unless `owner` holds the lease.

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
-from ..records import RunInfo, RunMetrics, StepRecord
+from ..records import StepRecord
 from . import _pg_bulk, _pg_flow, _pg_steps
 from . import _pg_sql as Q
 from ._base import Store
-from ._fence import lease_is_live, leased_error, run_status
+from ._fence import lease_is_live, leased_error
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
 from ._pg_fence import PostgresLeases
 from ._pg_flow import NOT_DURABLE, PgFlow
-from ._pg_rows import run_info
+from ._pg_runs import PostgresRuns
 
 __all__ = ["PostgresStore"]
 
@@ -29,7 +28,7 @@ _OUR_PARAMS = (
 )  # fmt: skip
 
 
-class PostgresStore(PostgresLeases, Store):
+class PostgresStore(PostgresRuns, PostgresLeases, Store):
     """Runs and steps in PostgreSQL tables (`ar_runs`, `ar_steps`, `ar_heads`, `ar_leases`).
 
     Every write is one statement (data-modifying CTEs), so one round trip and one
@@ -218,46 +217,7 @@ class PostgresStore(PostgresLeases, Store):
             raise StoreError(f"PostgreSQL store {self.url} was opened read-only")
         return self.db.run_in(conn, statements, fetch=fetch, guard=guard, local=local)
 
-    # -- runs -------------------------------------------------------------------------------
-    def begin_run(
-        self, run_id: str, *, ttl: float | None = None, owner: str | None = None
-    ) -> RunInfo:
-        args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
-        args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
-        return run_info(self._fenced(run_id, owner, (self.sql("UPSERT_RUN"), args), fetch=0)[0])
-
-    def end_run(
-        self, run_id: str, status: str, metrics: RunMetrics, *, owner: str | None = None
-    ) -> None:
-        args = {
-            "ns": self.namespace,
-            "run": run_id,
-            "status": status,
-            "now": time.time(),
-            "metrics": json.dumps(metrics.as_dict()),
-        }
-        self._fenced(run_id, owner, (self.sql("END_RUN"), args))
-
-    def get_run(self, run_id: str) -> RunInfo | None:
-        row = self.db.fetchone(self.sql("GET_RUN"), (self.namespace, run_id, time.time()))
-        return None if row is None else self._crashed([run_info(row)])[0]
-
-    def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
-        rows = self.db.fetchall(self.sql("LIST_RUNS"), (self.namespace, time.time(), limit))
-        return self._crashed([run_info(r) for r in rows])
-
-    def _crashed(self, runs: list[RunInfo]) -> list[RunInfo]:
-        """Mark `running` runs whose owner died as `crashed` (one lease query, if any runs)."""
-        running = [r.run_id for r in runs if r.status == "running"]
-        if running:
-            rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, running))
-            leases = {run: (owner, float(until)) for run, owner, until in rows}
-            now = time.time()
-            for r in runs:
-                if r.status == "running":
-                    r.status = run_status(r.status, leases.get(r.run_id), now)
-        return runs
-
+    # -- runs (the rest in `_pg_runs`) -------------------------------------------------------
     def delete_run(self, run_id: str, *, force: bool = False) -> bool:
         if force:
             return bool(self._delete_runs([run_id]))
@@ -291,10 +251,6 @@ class PostgresStore(PostgresLeases, Store):
     _load_index = _pg_bulk.load_index
     _load_step = _pg_bulk.load_step
 
-    def set_ttl(self, run_id: str, ttl: float | None, *, owner: str | None = None) -> None:
-        args = {"ns": self.namespace, "run": run_id, "now": time.time(), "ttl": ttl}
-        self._fenced(run_id, owner, (self.sql("SET_TTL"), args))
-
     def _purge_expired(self) -> int:
         rows = self.db.fetchall(self.sql("EXPIRED_RUNS"), (self.namespace, time.time()))
         return self._delete_runs([r[0] for r in rows]) if rows else 0
@@ -323,16 +279,6 @@ class PostgresStore(PostgresLeases, Store):
         """Async twin of `put_steps` (on the running loop's async pool: no thread)."""
         await self.adrive(self._put_steps(records, heads, owner, notify, durable))
 
-    def load_steps(self, run_id: str) -> list[StepRecord]:
-        if self.get_run(run_id) is None:
-            return []
-        rows = self.db.fetchall(self.sql("LOAD_STEPS"), (self.namespace, run_id))
-        return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
-
-    def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
-        row = self.db.fetchone(self.sql("GET_STEP"), (self.namespace, run_id, step_id))
-        return None if row is None else StepRecord.decode(row[1], where=f"run {run_id!r}")
-
     # -- heads ------------------------------------------------------------------------------
     def set_head(
         self,
@@ -356,9 +302,6 @@ class PostgresStore(PostgresLeases, Store):
     ) -> None:
         """Async twin of `set_head` (no thread)."""
         await self.adrive(self._set_head(run_id, branch, step_id, owner, notify))
-
-    def get_heads(self, run_id: str) -> dict[str, str]:
-        return dict(self.db.fetchall(self.sql("GET_HEADS"), (self.namespace, run_id)))
 
     # -- notifications ----------------------------------------------------------------------
     def channel(self, topic: str) -> str:
