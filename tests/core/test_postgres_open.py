@@ -8,6 +8,7 @@ them as they are.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
@@ -60,6 +61,23 @@ def _alter_output(postgres_url: str, schema: str, answer: int) -> tuple[str, byt
     return key, bytes(data)
 
 
+def _async_index(store: Any) -> Any:
+    """`store._aload_index("long")` on a loop of its own (its async pool closed after)."""
+
+    async def read() -> Any:
+        try:
+            return await store._aload_index("long")
+        finally:
+            await store.aclose_async()
+
+    return asyncio.run(read())
+
+
+def _same_index(got: Any, index: StepIndex) -> None:
+    assert isinstance(got, StepIndex) and got.sites == index.sites
+    assert (got.seq, got.last_step_id) == (index.seq, index.last_step_id)
+
+
 def test_a_long_run_opens_without_reading_a_record(postgres_url: str, schema: str) -> None:
     url = f"{postgres_url}?schema={schema}"
     _record(url)
@@ -74,6 +92,7 @@ def test_a_long_run_opens_without_reading_a_record(postgres_url: str, schema: st
         assert isinstance(index, StepIndex) and len(index.sites) == STEPS
         last = max(store.load_steps("long"), key=lambda r: r.seq)
         assert (index.seq, index.last_step_id) == (last.seq, last.step_id)
+        _same_index(_async_index(store), index)  # the same flow on the async pool
     # Proof that the open reads no record: an altered one lets the run open; its hit refuses.
     _alter_output(postgres_url, schema, 7)
     with closing(Middleware(url)) as mw, mw.run("long") as run:
@@ -91,6 +110,8 @@ def test_a_short_run_still_opens_with_every_record_decoded(postgres_url: str, sc
         assert isinstance(journal, list) and [r.output for r in journal] == [
             {"answer": i} for i in range(5)
         ]
+        ajournal = _async_index(store)
+        assert [r.output for r in ajournal] == [r.output for r in journal]
 
 
 def _as_version_2(postgres_url: str, schema: str) -> None:
@@ -109,6 +130,7 @@ def test_runs_written_before_version_3_still_open(postgres_url: str, schema: str
         assert store.schema_version == 2
         index = store._load_index("long")
         assert isinstance(index, StepIndex) and len(index.sites) == STEPS
+        _same_index(_async_index(store), index)  # records read, then the last step's id
     columns = f"""SELECT column_name FROM information_schema.columns
         WHERE table_schema = '{schema}' AND table_name = 'ar_steps'"""
     assert "site" not in {c for (c,) in _sql(postgres_url, columns)}

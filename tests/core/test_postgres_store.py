@@ -284,15 +284,21 @@ def test_a_client_side_error_mid_pipeline_writes_nothing(postgres_url: str) -> N
 
 
 def _threads_of(store: Any) -> list[str]:
-    """The names of the functions `store` runs in a worker thread from now on (appended)."""
+    """What `store` does on its sync pool from now on, in a worker thread or not (appended):
+    the functions it hands to `_in_thread`, and each sync database call (`db.call`)."""
     threaded: list[str] = []
-    in_thread = store._in_thread
+    in_thread, call = store._in_thread, store.db.call
 
     async def spy(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
         threaded.append(fn.__name__)
         return await in_thread(fn, *args, **kwargs)
 
+    def sync_call(fn: Any) -> Any:
+        threaded.append("db.call")
+        return call(fn)
+
     store._in_thread = spy
+    store.db.call = sync_call
     return threaded
 
 
@@ -308,25 +314,26 @@ async def test_async_journal_writes_run_on_the_async_pool_not_in_a_thread(
         return i * 2
 
     try:
-        async with mw.run("r") as run:
+        async with mw.run("r") as run:  # the open too: lease, run row, journal
+            assert threaded == []
             checkouts = store.aio.checkouts  # type: ignore[attr-defined]
-            threaded.clear()
             assert [await run.step("work", work, i) for i in range(5)] == [0, 2, 4, 6, 8]
             assert threaded == []
             # started + completed per step, each one transaction on the async pool
             assert store.aio.checkouts == checkouts + 10  # type: ignore[attr-defined]
             await store.aset_head("r", "main", "id-x", owner=run.owner)
-            assert store.get_heads("r") == {"main": "id-x"}
+            assert await store.aget_heads("r") == {"main": "id-x"}
             await store.aset_head("r", "main", None, owner=run.owner)
-            assert store.get_heads("r") == {}
+            assert await store.aget_heads("r") == {}
             assert threaded == []
             with pytest.raises(LeaseLostError, match=r"lost its lease \(someone-else\) to"):
                 await store.aput_step(rec("r", "stale", 99), owner="someone-else")
             assert threaded == []  # the refusal was named from reads on the async pool too
-        assert [s.status for s in store.load_steps("r")] == ["completed"] * 5
+        assert [s.status for s in await store.aload_steps("r")] == ["completed"] * 5
         async with mw.run("r") as run:  # replayed: nothing runs again
             assert [await run.step("work", work, i) for i in range(5)] == [0, 2, 4, 6, 8]
             assert run.metrics.replay_hits == 5
+        assert threaded == []  # opened, closed and replayed without a worker thread
     finally:
         await store.aclose_async()  # type: ignore[attr-defined]
         mw.close()

@@ -1,7 +1,8 @@
 """Opening a run: its journal as an index of keys (or every record), and records on demand.
 
 A store that can read an index (a `_load_index(run_id)` method, with `_load_step(run_id, key)`
-for the records behind it; every store of the core has them) lets a run open without decoding
+for the records behind it; every store of the core has them, and PostgreSQL an async
+`_aload_index` too) lets a run open without decoding
 its outputs: a replay hit then reads its one record. Other stores hand over every record
 (`load_steps`).
 """
@@ -29,7 +30,11 @@ def read_journal(store: Store, run_id: str) -> list[StepRecord] | StepIndex:
 
 
 async def aread_journal(store: Store, run_id: str) -> list[StepRecord] | StepIndex:
-    """Async twin of `read_journal`."""
+    """Async twin of `read_journal` (natively where the store has `_aload_index`)."""
+    aload = getattr(store, "_aload_index", None)
+    if aload is not None:
+        journal: list[StepRecord] | StepIndex = await aload(run_id)
+        return journal
     if getattr(store, "_load_index", None) is None:
         return await store.aload_steps(run_id)
     return await asyncio.to_thread(read_journal, store, run_id)

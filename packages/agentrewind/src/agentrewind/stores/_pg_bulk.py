@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import StoreBusyError, StoreError
 from ..records import INDEX_FROM, StepIndex, StepRecord, open_journal
 from ._fence import lease_is_live
+from ._pg_flow import PgFlow, Txn
 
 __all__ = ["delete_many", "delete_runs", "load_index", "load_step"]
 
@@ -56,28 +57,33 @@ def delete_many(self: Any, run_ids: list[str], *, force: bool) -> tuple[int, lis
     return deleted, skipped + more
 
 
-def load_index(self: Any, run_id: str) -> StepIndex | list[StepRecord]:
+def load_index(self: Any, run_id: str) -> PgFlow[StepIndex | list[StepRecord]]:
     """The run's journal: its records when short, else an index (see `journal.index`).
 
     A long run is indexed from the steps' `site` entries, no record read (each is decoded,
     and its checksum verified, on its replay hit); a row without one (written before schema
-    version 3) from its record (`StepIndex.scan`, checksum verified now).
+    version 3) from its record (`StepIndex.scan`, checksum verified now). A flow: the store's
+    `_load_index` drives it on the sync pool, `_aload_index` on the loop's async pool.
     """
-    if self.get_run(run_id) is None:
+    if (yield from self._get_run(run_id)) is None:
         return []
     ns = self.namespace
 
-    def last() -> tuple[int, str] | None:
-        row = self.db.fetchone(self.sql("LAST_STEP"), (ns, run_id))
-        return None if row is None else (int(row[0]), str(row[1]))
+    def read(name: str, args: Any) -> Txn:
+        return Txn([(self.sql(name), args)], 0, write=False)
 
     if self.schema_version < 3:
-        rows = self.db.fetchall(self.sql("LOAD_RECORDS"), (ns, run_id))
-        return open_journal([(k, bytes(d)) for k, d in rows], run_id=run_id, last=last)
-    args = {"ns": ns, "run": run_id, "short": INDEX_FROM}
-    rows = self.db.fetchall(self.sql("LOAD_INDEX"), args)
+        rows = yield read("LOAD_RECORDS", (ns, run_id))
+        pairs = [(k, bytes(d)) for k, d in rows]
+        found = None
+        if len(pairs) >= INDEX_FROM:  # the last step, which `open_journal` asks for then
+            last = yield read("LAST_STEP", (ns, run_id))
+            found = (int(last[0][0]), str(last[0][1])) if last else None
+        return open_journal(pairs, run_id=run_id, last=lambda: found)
+    rows = yield read("LOAD_INDEX", {"ns": ns, "run": run_id, "short": INDEX_FROM})
     if len(rows) < INDEX_FROM:  # every record was read: all decoded now
-        return open_journal([(k, bytes(d)) for k, _, _, d in rows], run_id=run_id, last=last)
+        pairs = [(k, bytes(d)) for k, _, _, d in rows]
+        return open_journal(pairs, run_id=run_id, last=lambda: None)
     keys, sites, seqs = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     if None not in sites:
         index = StepIndex.of_sites(keys, sites, run_id=run_id)
@@ -89,8 +95,8 @@ def load_index(self: Any, run_id: str) -> StepIndex | list[StepRecord]:
     # The last step (by seq) from the rows read, not a second scan of them: its step id by key.
     index.seq = max(seqs)
     key = keys[seqs.index(index.seq)]
-    row = self.db.fetchone(self.sql("STEP_ID_BY_KEY"), (ns, run_id, key))
-    index.last_step_id = None if row is None else str(row[0])
+    found_id = yield read("STEP_ID_BY_KEY", (ns, run_id, key))
+    index.last_step_id = str(found_id[0][0]) if found_id else None
     return index
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
-from ..records import StepRecord
+from ..records import StepIndex, StepRecord
 from . import _pg_bulk, _pg_flow, _pg_steps
 from . import _pg_sql as Q
 from ._base import Store
@@ -248,7 +248,15 @@ class PostgresStore(PostgresRuns, PostgresLeases, Store):
     # Bulk reads and deletes (`prune`, opening a long run), kept in `_pg_bulk`.
     _delete_runs = _pg_bulk.delete_runs
     _delete_many = _pg_bulk.delete_many
-    _load_index = _pg_bulk.load_index
+
+    def _load_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        """The run's journal as `journal.index` reads it (see `_pg_bulk.load_index`)."""
+        return self.drive(_pg_bulk.load_index(self, run_id))
+
+    async def _aload_index(self, run_id: str) -> StepIndex | list[StepRecord]:
+        """Async twin of `_load_index` (on the running loop's pool)."""
+        return await self.adrive(_pg_bulk.load_index(self, run_id))
+
     _load_step = _pg_bulk.load_step
 
     def _purge_expired(self) -> int:
