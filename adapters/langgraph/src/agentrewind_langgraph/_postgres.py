@@ -176,9 +176,8 @@ class PostgresBackend(PostgresReads):
             blobs = list(row.blobs)
             full = not self._known(tid, run, now, ttl)
             pre: list[tuple[Any, dict[str, Any]]] = []
-            put_sql = "PUT" if full else "PUT_KNOWN"
-            if not full and writes:  # the usual superstep: one statement carries both
-                put_sql = "PUT_KNOWN_WRITES"
+            carry = not full and bool(writes)  # the usual superstep: one statement for both
+            if carry:
                 args.update(_joined_args(writes))
             elif writes:
                 pre = [
@@ -197,10 +196,10 @@ class PostgresBackend(PostgresReads):
                     b_type=Texts([b.type for b in blobs]),
                     b_val=Bytes([b.value for b in blobs]),
                 )
-                put = [*pre, (self.sql(put_sql), args)]
+                name = "PUT" if full else "PUT_KNOWN_WRITES" if carry else "PUT_KNOWN"
+                put = [*pre, (self.sql(name), args)]
                 ok, missing = (yield PostgresTxn(put, len(put) - 1))[0]
-                # The writes are stored: a retry sends the checkpoint alone.
-                pre, put_sql = [], "PUT" if full else "PUT_KNOWN"
+                pre, carry = [], False  # the writes are stored: a retry sends the checkpoint alone
                 if ok:
                     if full:
                         self._remember(tid, run, now)
@@ -209,7 +208,7 @@ class PostgresBackend(PostgresReads):
                     if full:
                         return False  # a late write of a deleted history
                     self.forget(tid)  # a tombstone: the full statement decides
-                    full, put_sql = True, "PUT"
+                    full = True
                     continue
                 for i in missing:  # a delta's base is gone: store that value whole
                     b = blobs[int(i) - 1]

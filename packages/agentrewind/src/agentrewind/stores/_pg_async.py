@@ -61,7 +61,7 @@ class AsyncPostgres:
                 self.db.conninfo,
                 min_size=1,
                 max_size=self.db.max_size,
-                kwargs={"autocommit": True, "prepare_threshold": self.db.prepare_threshold},
+                kwargs=self.db.connect_kwargs(),
                 timeout=self.db.connect_timeout,
                 open=False,
                 name="agentrewind-async",

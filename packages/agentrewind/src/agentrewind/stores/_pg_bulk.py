@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import StoreBusyError, StoreError
 from ..records import INDEX_FROM, StepIndex, StepRecord, open_journal
 from ._fence import lease_is_live
-from ._pg_flow import PgFlow, Txn
+from ._pg_flow import PgFlow
 
 __all__ = ["delete_many", "delete_runs", "load_index", "load_step"]
 
@@ -67,11 +67,7 @@ def load_index(self: Any, run_id: str) -> PgFlow[StepIndex | list[StepRecord]]:
     """
     if (yield from self._get_run(run_id)) is None:
         return []
-    ns = self.namespace
-
-    def read(name: str, args: Any) -> Txn:
-        return Txn([(self.sql(name), args)], 0, write=False)
-
+    ns, read = self.namespace, self._read
     if self.schema_version < 3:
         rows = yield read("LOAD_RECORDS", (ns, run_id))
         pairs = [(k, bytes(d)) for k, d in rows]

@@ -102,9 +102,7 @@ class PostgresDatabase:
             # One direct connection first: a wrong database, user or password fails at once
             # with the server's message instead of after the pool's retries.
             try:
-                psycopg.connect(
-                    conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout))
-                ).close()
+                psycopg.connect(conninfo, **self.direct_kwargs()).close()
             except psycopg.Error as exc:
                 raise StoreUnavailableError(
                     f"cannot connect to PostgreSQL at {self.url} (unreachable, or the server "
@@ -114,7 +112,7 @@ class PostgresDatabase:
                 conninfo,
                 min_size=1,
                 max_size=max_size,
-                kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+                kwargs=self.connect_kwargs(),
                 timeout=connect_timeout,
                 open=False,
                 name="agentrewind",
@@ -162,13 +160,13 @@ class PostgresDatabase:
         with psycopg.connect(self.conninfo, **self.direct_kwargs()) as conn:
             yield conn
 
+    def connect_kwargs(self) -> dict[str, Any]:
+        """How our connections are made: the pools' (sync and async), and `direct_kwargs`."""
+        return {"autocommit": True, "prepare_threshold": self.prepare_threshold}
+
     def direct_kwargs(self) -> dict[str, Any]:
-        """Arguments of a connection opened beside a starved pool (`_pg_starve`), as the pool's."""
-        return {
-            "autocommit": True,
-            "prepare_threshold": self.prepare_threshold,
-            "connect_timeout": max(1, round(self.connect_timeout)),
-        }
+        """A connection opened outside a pool (the first check, or beside a starved pool)."""
+        return self.connect_kwargs() | {"connect_timeout": max(1, round(self.connect_timeout))}
 
     def call(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(conn)`; a dropped connection is replaced and `fn` run once more.

@@ -164,7 +164,7 @@ class PostgresLeases:
         rows = yield self._lease_row(run_id)
         lease = (rows[0][0], float(rows[0][1])) if rows else None
         args = (self.namespace, run_id, now)
-        exists = bool((yield Txn([(self.sql("GET_RUN"), args)], 0, write=False)))
+        exists = bool((yield self._read("GET_RUN", args)))
         check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
@@ -233,7 +233,11 @@ class PostgresLeases:
 
     def _lease_row(self, run_id: str) -> Txn:
         """The read of `run_id`'s lease row: `(owner, expires_at)`, if any."""
-        return Txn([(self.sql("GET_LEASE"), (self.namespace, run_id))], 0, write=False)
+        return self._read("GET_LEASE", (self.namespace, run_id))
+
+    def _read(self, name: str, params: Any) -> Txn:
+        """A read of one statement of `_pg_sql`, its rows the reply."""
+        return Txn([(self.sql(name), params)], 0, write=False)
 
     def fence_statement(self, run_id: str, owner: str) -> Statement:
         """The statement that makes a write transaction fail unless `owner` holds the lease.

@@ -9,36 +9,30 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from ..records import RunInfo, RunMetrics, StepRecord
 from ._fence import run_status
-from ._pg_flow import PgFlow, Txn
+from ._pg_fence import PostgresLeases
+from ._pg_flow import PgFlow
 from ._pg_rows import run_info
 
 __all__ = ["PostgresRuns"]
 
 
-class PostgresRuns:
-    """Run rows, step and head reads (the store's `namespace`, `sql`, `drive`, `adrive`)."""
-
-    namespace: str
-    sql: Any
-    drive: Any
-    adrive: Any
-    _fenced_flow: Any
+class PostgresRuns(PostgresLeases):
+    """Run rows, step and head reads, on the fence and reads of `PostgresLeases`."""
 
     # -- runs -------------------------------------------------------------------------------
     def begin_run(
         self, run_id: str, *, ttl: float | None = None, owner: str | None = None
     ) -> RunInfo:
-        return self.drive(self._begin_run(run_id, ttl, owner))  # type: ignore[no-any-return]
+        return self.drive(self._begin_run(run_id, ttl, owner))
 
     async def abegin_run(
         self, run_id: str, *, ttl: float | None = None, owner: str | None = None
     ) -> RunInfo:
         """Async twin of `begin_run` (on the running loop's pool)."""
-        return await self.adrive(self._begin_run(run_id, ttl, owner))  # type: ignore[no-any-return]
+        return await self.adrive(self._begin_run(run_id, ttl, owner))
 
     def _begin_run(self, run_id: str, ttl: float | None, owner: str | None) -> PgFlow[RunInfo]:
         args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
@@ -81,11 +75,11 @@ class PostgresRuns:
         yield from self._fenced_flow(run_id, owner, (self.sql("SET_TTL"), args))
 
     def get_run(self, run_id: str) -> RunInfo | None:
-        return self.drive(self._get_run(run_id))  # type: ignore[no-any-return]
+        return self.drive(self._get_run(run_id))
 
     async def aget_run(self, run_id: str) -> RunInfo | None:
         """Async twin of `get_run` (on the running loop's pool)."""
-        return await self.adrive(self._get_run(run_id))  # type: ignore[no-any-return]
+        return await self.adrive(self._get_run(run_id))
 
     def _get_run(self, run_id: str) -> PgFlow[RunInfo | None]:
         rows = yield self._read("GET_RUN", (self.namespace, run_id, time.time()))
@@ -94,11 +88,11 @@ class PostgresRuns:
         return (yield from self._crashed([run_info(rows[0])]))[0]
 
     def list_runs(self, *, limit: int = 100) -> list[RunInfo]:
-        return self.drive(self._list_runs(limit))  # type: ignore[no-any-return]
+        return self.drive(self._list_runs(limit))
 
     async def alist_runs(self, *, limit: int = 100) -> list[RunInfo]:
         """Async twin of `list_runs` (on the running loop's pool)."""
-        return await self.adrive(self._list_runs(limit))  # type: ignore[no-any-return]
+        return await self.adrive(self._list_runs(limit))
 
     def _list_runs(self, limit: int) -> PgFlow[list[RunInfo]]:
         rows = yield self._read("LIST_RUNS", (self.namespace, time.time(), limit))
@@ -118,11 +112,11 @@ class PostgresRuns:
 
     # -- steps and heads --------------------------------------------------------------------
     def load_steps(self, run_id: str) -> list[StepRecord]:
-        return self.drive(self._load_steps(run_id))  # type: ignore[no-any-return]
+        return self.drive(self._load_steps(run_id))
 
     async def aload_steps(self, run_id: str) -> list[StepRecord]:
         """Async twin of `load_steps` (on the running loop's pool)."""
-        return await self.adrive(self._load_steps(run_id))  # type: ignore[no-any-return]
+        return await self.adrive(self._load_steps(run_id))
 
     def _load_steps(self, run_id: str) -> PgFlow[list[StepRecord]]:
         if (yield from self._get_run(run_id)) is None:
@@ -131,26 +125,22 @@ class PostgresRuns:
         return [StepRecord.decode(data, where=f"run {run_id!r} key {key!r}") for key, data in rows]
 
     def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
-        return self.drive(self._get_step(run_id, step_id))  # type: ignore[no-any-return]
+        return self.drive(self._get_step(run_id, step_id))
 
     async def aget_step(self, run_id: str, step_id: str) -> StepRecord | None:
         """Async twin of `get_step` (on the running loop's pool)."""
-        return await self.adrive(self._get_step(run_id, step_id))  # type: ignore[no-any-return]
+        return await self.adrive(self._get_step(run_id, step_id))
 
     def _get_step(self, run_id: str, step_id: str) -> PgFlow[StepRecord | None]:
         rows = yield self._read("GET_STEP", (self.namespace, run_id, step_id))
         return StepRecord.decode(rows[0][1], where=f"run {run_id!r}") if rows else None
 
     def get_heads(self, run_id: str) -> dict[str, str]:
-        return self.drive(self._get_heads(run_id))  # type: ignore[no-any-return]
+        return self.drive(self._get_heads(run_id))
 
     async def aget_heads(self, run_id: str) -> dict[str, str]:
         """Async twin of `get_heads` (on the running loop's pool)."""
-        return await self.adrive(self._get_heads(run_id))  # type: ignore[no-any-return]
+        return await self.adrive(self._get_heads(run_id))
 
     def _get_heads(self, run_id: str) -> PgFlow[dict[str, str]]:
         return dict((yield self._read("GET_HEADS", (self.namespace, run_id))))
-
-    def _read(self, name: str, params: Any) -> Txn:
-        """A read of one statement of `_pg_sql`, its rows the reply."""
-        return Txn([(self.sql(name), params)], 0, write=False)

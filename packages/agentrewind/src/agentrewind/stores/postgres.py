@@ -14,7 +14,6 @@ from . import _pg_sql as Q
 from ._base import Store
 from ._fence import lease_is_live, leased_error
 from ._pg_db import PostgresDatabase, Statement, quote_schema, split_url
-from ._pg_fence import PostgresLeases
 from ._pg_flow import NOT_DURABLE, PgFlow
 from ._pg_runs import PostgresRuns
 
@@ -28,7 +27,7 @@ _OUR_PARAMS = (
 )  # fmt: skip
 
 
-class PostgresStore(PostgresRuns, PostgresLeases, Store):
+class PostgresStore(PostgresRuns, Store):
     """Runs and steps in PostgreSQL tables (`ar_runs`, `ar_steps`, `ar_heads`, `ar_leases`).
 
     Every write is one statement (data-modifying CTEs), so one round trip and one
