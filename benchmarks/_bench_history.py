@@ -31,7 +31,7 @@ OPEN_GOALS = {"seconds": 0.3, "kb_per_step": 0.25}
 def _read_all(store: Any, limit: int) -> list[Any]:
     """Every run of the namespace read and sorted: the old Redis `list_runs`."""
     if store.scheme == "redis":
-        from agentrewind.stores._redis_runs import list_page
+        from agentrewind.stores.redis._runs import list_page
 
         runs: list[Any] = list_page(store, limit, by_update=False)
         return runs
@@ -41,7 +41,7 @@ def _read_all(store: Any, limit: int) -> list[Any]:
 def _plan(store: Any) -> str:
     """How the store's `list_runs` query finds its rows (SQL stores), in one line."""
     if store.scheme == "sqlite":
-        from agentrewind.stores import _sql
+        from agentrewind.stores.sqlite import _sql
 
         with store.db.read() as conn:
             rows = conn.execute("EXPLAIN QUERY PLAN " + _sql.LIST_RUNS, (store.namespace, 0, 50))

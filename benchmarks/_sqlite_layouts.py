@@ -28,8 +28,9 @@ from typing import Any
 import agentrewind
 from agentrewind.errors import SchemaVersionError
 from agentrewind.records import StepRecord
-from agentrewind.stores import SQLiteStore, _sql
-from agentrewind.stores.sqlite_db import apply_migrations
+from agentrewind.stores import SQLiteStore
+from agentrewind.stores.sqlite import _sql
+from agentrewind.stores.sqlite.db import apply_migrations
 
 __all__ = ["MainWritesStore", "WithoutRowidStore", "compare", "report"]
 

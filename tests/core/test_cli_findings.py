@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import agentrewind
-from agentrewind.stores._base import make_lease_owner
+from agentrewind.stores.leases import make_lease_owner
 from cli_support import agentrewind as run_cli
 from cli_support import batch, env
 from redis_support import cleanup_redis

@@ -13,7 +13,7 @@ import pytest
 
 import agentrewind
 from agentrewind import RunLockedError
-from agentrewind._fencing_contract import FencingContract
+from agentrewind.testing.fencing import FencingContract
 
 _dead_owner = FencingContract._dead_owner
 

@@ -122,11 +122,11 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_lower_layers_never_import_higher_ones() -> None:
     layers = [
-        {"errors", "ids", "diff", "tree", "tags", "encryption", "serde", "records", "_flowsteps"},
+        {"errors", "ids", "diff", "tree", "serde", "records", "_flowsteps"},
         {"stores"},
         {"plugins", "telemetry"},
         {"journal", "timeline", "documents"},
-        {"adapters", "testing", "_fencing_contract", "cli", "__main__", "ui"},
+        {"adapters", "testing", "cli", "__main__", "ui"},
     ]
     rank = {mod: i for i, group in enumerate(layers) for mod in group}
     for name, deps in _core_graph().items():
@@ -148,6 +148,87 @@ def test_every_core_module_says_what_it_holds() -> None:
         doc = ast.get_docstring(ast.parse(path.read_text("utf-8")))
         assert doc and doc.splitlines()[0].strip(), f"{path} has no docstring"
         assert len(path.read_text("utf-8").splitlines()) <= 450, f"{path} is too long"
+
+
+# -- one folder per backend (issue 22) -----------------------------------------------------------
+PACKAGES = [
+    CORE,
+    ADAPTERS / "langgraph" / "src" / "agentrewind_langgraph",
+]
+
+
+def _cross_private_imports(root: Path) -> list[str]:
+    """`a -> b` for each module of package `root` that imports a private module (a name
+    starting with `_`, not `__init__`) of a subpackage it does not live in."""
+    src = root.parent
+    found = []
+    for path in root.rglob("*.py"):
+        name = _module_name(path, src)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for dep in _imports(path, src):
+            parts = dep.split(".")
+            private = [i for i, part in enumerate(parts) if part.startswith("_")]
+            if not dep.startswith(f"{root.name}.") or not private:
+                continue
+            owner = ".".join(parts[: private[0]])  # the package the private name belongs to
+            if owner != package and not package.startswith(f"{owner}."):
+                found.append(f"{name} -> {'.'.join(parts[: private[0] + 1])}")
+    return sorted(set(found))
+
+
+def _prefixed_modules(folder: Path) -> list[str]:
+    """Modules at the top of `folder` whose backend prefix does a folder's work."""
+    prefixes = ("_pg_", "_redis_", "_sqlite_", "_postgres", "_redis.", "_sqlite.")
+    return sorted(p.name for p in folder.glob("*.py") if p.name.startswith(prefixes))
+
+
+def test_no_subpackage_imports_another_subpackages_private_module() -> None:
+    for root in PACKAGES:
+        assert _cross_private_imports(root) == [], root.name
+
+
+def test_the_cross_private_check_catches_a_planted_import(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    for folder in (root / "a", root / "b"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text('"""x"""\n')
+    (root / "__init__.py").write_text('"""x"""\n')
+    (root / "a" / "_inner.py").write_text('"""x"""\n')
+    (root / "a" / "mod.py").write_text("from . import _inner\n")  # its own: fine
+    (root / "b" / "mod.py").write_text("from ..a._inner import x\nfrom ..a import _inner\n")
+    assert _cross_private_imports(root) == ["pkg.b.mod -> pkg.a._inner"]
+
+
+def test_each_backend_is_a_folder_not_a_prefix() -> None:
+    assert _prefixed_modules(CORE / "stores") == []
+    assert _prefixed_modules(PACKAGES[1]) == []
+    for backend in ("sqlite", "redis", "postgres"):
+        assert (CORE / "stores" / backend / "__init__.py").is_file()
+        assert (PACKAGES[1] / backend / "__init__.py").is_file()
+
+
+def test_the_prefix_check_catches_a_planted_module(tmp_path: Path) -> None:
+    (tmp_path / "_pg_thing.py").write_text("")
+    (tmp_path / "_redis_keys.py").write_text("")
+    (tmp_path / "leases.py").write_text("")
+    assert _prefixed_modules(tmp_path) == ["_pg_thing.py", "_redis_keys.py"]
+
+
+def test_the_core_keeps_at_most_twelve_modules_at_its_top() -> None:
+    top = [p.stem for p in CORE.glob("*.py") if p.name != "__init__.py"]
+    assert len(top) <= 12, sorted(top)
+
+
+def test_moved_modules_keep_their_public_import_paths() -> None:
+    from agentrewind.encryption import Encryption
+
+    from agentrewind.serde.encryption import Encryption as Moved
+    from agentrewind.stores import SQLiteStore
+    from agentrewind.stores.sqlite_db import SQLiteDatabase
+    from agentrewind.testing import StoreConformance
+
+    assert Encryption is Moved and SQLiteStore.__module__ == "agentrewind.stores.sqlite.store"
+    assert SQLiteDatabase.__name__ == "SQLiteDatabase" and StoreConformance is not None
 
 
 ALLOWED_FOR_ADAPTERS = {"agentrewind", "agentrewind.adapters"}
@@ -181,11 +262,11 @@ def test_adapters_import_only_public_core_names() -> None:
 def test_the_private_import_check_catches_one(tmp_path: Path) -> None:
     fake = tmp_path / "mod.py"
     fake.write_text(
-        "from agentrewind.stores._base import Store\nimport agentrewind._ids\n"
+        "from agentrewind.stores.base import Store\nimport agentrewind._ids\n"
         "from agentrewind import _ids, Run\nfrom agentrewind.adapters import Call\n"
     )
     found = set(_core_modules_imported(fake)) - ALLOWED_FOR_ADAPTERS
-    assert found == {"agentrewind.stores._base", "agentrewind._ids"}
+    assert found == {"agentrewind.stores.base", "agentrewind._ids"}
 
 
 def test_public_names_of_0_1_are_still_importable() -> None:

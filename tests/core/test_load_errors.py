@@ -91,7 +91,7 @@ def test_200k_deep_record_in_sqlite_is_corrupt_record_error(tmp_path: Path) -> N
 def test_200k_deep_record_in_redis_is_corrupt_record_error(redis_url: str) -> None:
     import redis
 
-    from agentrewind.stores._redis_keys import RunKeys
+    from agentrewind.stores.redis._keys import RunKeys
 
     ns = "deep-" + zlib.crc32(redis_url.encode()).to_bytes(4, "big").hex()
     with agentrewind.connect(f"{redis_url}?namespace={ns}") as store:

@@ -130,7 +130,7 @@ def test_redis_opens_a_long_run_from_its_sites_without_reading_a_record(redis_ur
     """The sites hash is the index; a record is read (and its checksum checked) on its hit."""
     import redis
 
-    from agentrewind.stores._redis_keys import RunKeys
+    from agentrewind.stores.redis._keys import RunKeys
 
     ns = f"sites-{time.monotonic_ns()}"
     mw = _record(f"{redis_url}?namespace={ns}")

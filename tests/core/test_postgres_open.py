@@ -19,8 +19,8 @@ import pytest
 import agentrewind
 from agentrewind import CorruptRecordError, Middleware
 from agentrewind.records import INDEX_FROM, StepIndex
-from agentrewind.stores._pg_sql import PG_SCHEMA_VERSION
 from agentrewind.stores.postgres import PostgresStore
+from agentrewind.stores.postgres._sql import PG_SCHEMA_VERSION
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres

@@ -11,8 +11,8 @@ from agentrewind.adapters import PostgresBytesArray, PostgresIntArray, PostgresT
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.postgres
 
-from agentrewind.stores._pg_flow import BigIntArray  # noqa: E402
-from agentrewind.stores._pg_send import asend, send  # noqa: E402  (needs psycopg)
+from agentrewind.stores.postgres._flow import BigIntArray  # noqa: E402
+from agentrewind.stores.postgres._send import asend, send  # noqa: E402  (needs psycopg)
 
 CASES = [
     (PostgresTextArray(["a", "é ü 東", None, "", 'q"{,}\\']), "text[]"),

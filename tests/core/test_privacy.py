@@ -15,9 +15,9 @@ pytest.importorskip("cryptography")
 import base64
 
 import agentrewind
-from agentrewind.encryption import ENV_VAR, Encryption, generate_key
 from agentrewind.errors import DecryptionError
 from agentrewind.serde import Serializer
+from agentrewind.serde.encryption import ENV_VAR, Encryption, generate_key
 
 SECRET = "4111-1111-1111-1111"
 

@@ -21,7 +21,7 @@ from redis.crc import key_slot
 import agentrewind
 from agentrewind.errors import SchemaVersionError
 from agentrewind.records import StepRecord
-from agentrewind.stores._redis_keys import RunKeys, id_base, namespace_key
+from agentrewind.stores.redis._keys import RunKeys, id_base, namespace_key
 from redis_support import cleanup_redis
 
 # Text that stresses the encoding: the hash-tag and separator characters, `%` (the escape),

@@ -21,7 +21,7 @@ from redis.cluster import RedisCluster
 
 import agentrewind
 from agentrewind.cli.readonly import connect_read_only
-from agentrewind.stores._redis_keys import namespace_key, runs_index
+from agentrewind.stores.redis._keys import namespace_key, runs_index
 from agentrewind.testing import make_record
 from redis_support import cleanup_redis
 

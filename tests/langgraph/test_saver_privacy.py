@@ -16,8 +16,8 @@ pytest.importorskip("cryptography")
 
 from langgraph.graph import END, START, StateGraph
 
-from agentrewind.encryption import Encryption, generate_key
 from agentrewind.errors import DecryptionError
+from agentrewind.serde.encryption import Encryption, generate_key
 from agentrewind_langgraph import RewindSaver
 
 SECRET = "4111-1111-1111-1111"

@@ -16,7 +16,7 @@ from _helpers import backend_url, cleanup_redis, spawn, unique, wait_line
 
 import agentrewind
 from agentrewind.records import StepRecord
-from agentrewind.stores._redis_keys import RunKeys
+from agentrewind.stores.redis._keys import RunKeys
 from redis_support import RedisServer, free_port
 
 

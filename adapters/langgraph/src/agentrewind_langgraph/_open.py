@@ -62,14 +62,14 @@ def open_store(store_or_url: Any, namespace: str | None) -> tuple[Store, bool]:
 def open_backend(store: Store, tombstone_ttl: float) -> Any:
     """The backend that keeps LangGraph threads in `store` (SQLite, Redis or PostgreSQL)."""
     if store.scheme == "redis":
-        from ._redis import RedisBackend
+        from .redis.backend import RedisBackend
 
         return RedisBackend(store, tombstone_ttl=tombstone_ttl)
     if store.scheme == "postgresql":
-        from ._postgres import PostgresBackend
+        from .postgres.backend import PostgresBackend
 
         return PostgresBackend(store, tombstone_ttl=tombstone_ttl)
-    from ._sqlite import SQLiteBackend
+    from .sqlite.backend import SQLiteBackend
 
     return SQLiteBackend(store, tombstone_ttl=tombstone_ttl)
 

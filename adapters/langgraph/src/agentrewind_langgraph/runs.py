@@ -14,7 +14,7 @@ from typing import Any
 
 from agentrewind.adapters import RunInfo, RunMetrics, StepRecord, Store
 
-from . import _keys as K
+from .redis import keys as K
 
 __all__ = ["LangGraphRuns", "run_source"]
 

@@ -53,7 +53,7 @@ class RewindSaver(SaverCore):
             any other type raises `UnsafeCheckpointError` and nothing is imported or run.
         allowed_msgpack_modules: More `(module, name)` pairs or classes the default serde may
             revive, such as the pydantic models or dataclasses your graph state holds.
-        encryption: An `agentrewind.encryption.Encryption`: checkpoints, channel values,
+        encryption: An `agentrewind.serde.encryption.Encryption`: checkpoints, channel values,
             pending writes and metadata are stored AES-GCM encrypted (metadata filters then
             run in Python). None uses `$AGENTREWIND_ENCRYPTION_KEY` when set; False: never.
         ttl: Seconds a thread lives after its last write (refreshed by every write); None:

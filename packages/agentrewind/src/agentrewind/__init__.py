@@ -6,6 +6,8 @@ failed run with the same id and what finished replays (no tokens spent, no tool 
 
 from __future__ import annotations
 
+import sys as _sys
+
 from .diff import diff_states
 from .documents import (
     DocumentError,
@@ -51,6 +53,7 @@ from .journal import (
 )
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
+from .serde import encryption as _encryption
 from .stores import MemoryStore, PruneResult, SQLiteStore, Store, connect
 from .timeline import (
     AlternativePathStrategy,
@@ -73,6 +76,9 @@ from .timeline import (
 )
 
 __version__ = "0.1.0"
+
+# `agentrewind.encryption`, the 0.1 import path of `agentrewind.serde.encryption`, still imports.
+_sys.modules.setdefault(f"{__name__}.encryption", _encryption)
 
 __all__ = [
     "AdapterNotFoundError",

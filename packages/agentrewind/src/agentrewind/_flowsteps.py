@@ -1,6 +1,6 @@
 """Stepping a flow (a generator of I/O requests), written once for every driver.
 
-The stores' PostgreSQL and Redis I/O (`stores._pg_flow`, `stores._redis_io`) and the timeline's
+The stores' PostgreSQL and Redis I/O (`stores.postgres`, `stores.redis`) and the timeline's
 operations (`timeline.flow`) are generators that yield what they need done and receive the
 result, or have the error thrown in at the `yield`. Their sync and async drivers only perform
 the requests; `FlowSteps` feeds the replies back and ends with the flow's return value.

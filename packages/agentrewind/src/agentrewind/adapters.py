@@ -42,7 +42,6 @@ What an adapter does, and where it finds it:
 
 from __future__ import annotations
 
-from .encryption import Encryption
 from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
@@ -76,18 +75,19 @@ from .journal import (
 from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
+from .serde.encryption import Encryption
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
-from .stores._base import make_lease_owner, retire_lease_owner
-from .stores._pg_flow import BytesArray as PostgresBytesArray
-from .stores._pg_flow import IntArray as PostgresIntArray
-from .stores._pg_flow import PgFlow as PostgresFlow
-from .stores._pg_flow import TextArray as PostgresTextArray
-from .stores._pg_flow import Txn as PostgresTxn
-from .stores._redis_io import Command as RedisCommand
-from .stores._redis_io import Pipeline as RedisPipeline
-from .stores._redis_io import RedisFlow
-from .stores._redis_io import Script as RedisScript
-from .stores.sqlite_db import SQLiteDatabase, apply_migrations
+from .stores.leases import make_lease_owner, retire_lease_owner
+from .stores.postgres import BytesArray as PostgresBytesArray
+from .stores.postgres import IntArray as PostgresIntArray
+from .stores.postgres import PgFlow as PostgresFlow
+from .stores.postgres import TextArray as PostgresTextArray
+from .stores.postgres import Txn as PostgresTxn
+from .stores.redis import Command as RedisCommand
+from .stores.redis import Pipeline as RedisPipeline
+from .stores.redis import RedisFlow
+from .stores.redis import Script as RedisScript
+from .stores.sqlite import SQLiteDatabase, apply_migrations
 
 __all__ = [
     "Adapter",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import SchemaVersionError
 from ..stores import Store, connect
 
 __all__ = ["connect_read_only"]
@@ -39,27 +38,6 @@ def _query_namespace(url: str) -> str:
 
 
 def _redis_class() -> Any:
-    from ..stores import _redis_keys as K
-    from ..stores._redis_migrate import holds_layout_1
-    from ..stores.redis import RedisStore
-
-    class ReadOnlyRedisStore(RedisStore):
-        """A `RedisStore` whose connect checks versions but sets no marker."""
-
-        def _check_schema(self) -> None:
-            raw = self.client.get(K.SCHEMA_KEY.format(prefix=self.prefix))
-            if raw is not None and int(raw) > K.REDIS_SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"Redis at {self.url} (prefix {self.prefix!r}) has schema version "
-                    f"{int(raw)}; this agentrewind knows up to {K.REDIS_SCHEMA_VERSION}"
-                )
-            layout = self.client.get(K.namespace_key(self.prefix, self.namespace, "layout"))
-            self.by_update = int(layout or 0) >= 3  # else list_runs reads and sorts them all
-            self.read_only = True
-            if holds_layout_1(self.client, self.prefix, self.namespace):
-                raise SchemaVersionError(
-                    f"Redis at {self.url}: namespace {self.namespace!r} holds runs stored with "
-                    "key layout 1: connect once with ?migrate=1 to move the keys"
-                )
+    from ..stores.redis import ReadOnlyRedisStore
 
     return ReadOnlyRedisStore

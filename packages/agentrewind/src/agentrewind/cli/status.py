@@ -16,7 +16,7 @@ from typing import Any
 from ..documents.document import DOC_KEY, DOC_KIND
 from ..records import RunInfo, StepRecord
 from ..stores import Store
-from ..stores._base import lease_owner_is_dead
+from ..stores.leases import lease_owner_is_dead
 
 __all__ = ["KINDS", "STATUSES", "RunView", "describe", "leases", "step_counts"]
 

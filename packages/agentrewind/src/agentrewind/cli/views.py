@@ -16,7 +16,15 @@ from . import formats
 from .common import color, dumps, iso, open_store, unicode_ok
 from .sources import Located, find_step, labels, run_steps
 
-__all__ = ["cmd_branches", "cmd_diff", "cmd_log", "cmd_show", "cmd_tree", "step_json"]
+__all__ = [
+    "cmd_branches",
+    "cmd_diff",
+    "cmd_log",
+    "cmd_show",
+    "cmd_tree",
+    "generic_nodes",
+    "step_json",
+]
 
 
 def step_json(s: StepRecord, ref: str, *, output: bool = False) -> dict[str, Any]:
@@ -68,7 +76,8 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNode]:
+def generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNode]:
+    """Tree nodes of a run's steps, each head's branch names on the step it points at."""
     refs: dict[str, list[str]] = {}
     for branch, head in sorted(heads.items()):
         if branch != HEAD:
@@ -107,7 +116,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
             )
             header = f"timeline {args.run}: {len(nodes)} checkpoint(s); branches: {names}"
         else:
-            nodes = _generic_nodes(steps, heads)
+            nodes = generic_nodes(steps, heads)
     short = labels(steps)
     if args.json:
         print(dumps([_node_json(n, short) for n in nodes]))

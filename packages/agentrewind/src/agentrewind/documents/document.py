@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import AgentRewindError
 from ..records import StepRecord
-from ..tags import tree_issues
+from ..serde.tags import tree_issues
 from .schema import check, load_schema
 
 __all__ = [

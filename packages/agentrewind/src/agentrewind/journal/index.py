@@ -13,7 +13,7 @@ import asyncio
 from typing import cast
 
 from ..records import Site, StepIndex, StepRecord
-from ..stores._base import Store
+from ..stores.base import Store
 
 __all__ = ["all_records", "aread_journal", "journal_state", "read_journal", "site_of", "stored"]
 

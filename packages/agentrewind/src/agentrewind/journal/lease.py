@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 from ..errors import DataLostError, LeaseLostError
 from ..stores import Store
-from ..stores._fence import fence_error
+from ..stores.leases import fence_error
 
 __all__ = ["LeaseKeeper", "final_write", "lost_error"]
 

@@ -17,7 +17,7 @@ from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
 
 if TYPE_CHECKING:
-    from ..encryption import Encryption
+    from ..serde.encryption import Encryption
 
 __all__ = ["Adapter", "Middleware", "RunContext"]
 
@@ -128,7 +128,7 @@ class Middleware:
         record_failures: Journal failures so a replay raises them again instead of re-running.
         redact: `redact(field, value) -> value`, applied to each output before it is stored
             (mask secrets or personal data); a replay returns the redacted value.
-        encryption: An `agentrewind.encryption.Encryption` to encrypt outputs at rest
+        encryption: An `agentrewind.serde.encryption.Encryption` to encrypt outputs at rest
             (AES-GCM); None uses `$AGENTREWIND_ENCRYPTION_KEY` when set; False: never.
 
     Example:

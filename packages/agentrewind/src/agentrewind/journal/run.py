@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError, RunLockedError
 from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
-from ..stores._base import make_lease_owner, retire_lease_owner
+from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored

@@ -6,7 +6,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ._base import LeaseResult, PruneResult, Store
+from .base import LeaseResult, PruneResult, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 

@@ -6,8 +6,8 @@ import threading
 import time
 
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
-from ._base import LeaseResult, Store, lease_owner_is_dead
-from ._fence import check_fence, lease_is_live, leased_error, run_status
+from .base import LeaseResult, Store
+from .leases import check_fence, lease_is_live, lease_owner_is_dead, leased_error, run_status
 
 __all__ = ["MemoryStore"]
 

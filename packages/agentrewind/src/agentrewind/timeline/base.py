@@ -10,7 +10,7 @@ import weakref
 
 from ..serde import Serializer
 from ..stores import Store, connect
-from ..stores._base import make_lease_owner, retire_lease_owner
+from ..stores.leases import make_lease_owner, retire_lease_owner
 from .flow import FlowRunner
 from .view import TimelineView
 

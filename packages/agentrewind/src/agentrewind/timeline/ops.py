@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import DataLostError, LeaseLostError, RunLockedError
 from ..records import RunMetrics
-from ..stores._fence import fence_error
+from ..stores.leases import fence_error
 from . import events as _events
 from .base import TimelineBase
 from .checkpoint import (

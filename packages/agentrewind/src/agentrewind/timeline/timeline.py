@@ -21,7 +21,7 @@ from typing import Any
 from ..ids import check_id
 from ..serde import Serializer
 from ..stores import Store
-from ..stores._base import retire_lease_owner
+from ..stores.leases import retire_lease_owner
 from . import events as _events
 from . import ops as ops
 from .base import TimelineBase

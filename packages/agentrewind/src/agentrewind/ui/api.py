@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..cli import sources as _sources
 from ..cli import views as _views
-from ..cli.views import _generic_nodes
+from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
 from ..records import RunInfo, RunMetrics, StepRecord
@@ -235,7 +235,7 @@ def graph(store: Store, run_id: str) -> dict[str, Any]:
         nodes = tl.tree_nodes()
         branches = [b.to_dict() for b in tl.list_branches()]
     else:
-        nodes = _generic_nodes(steps, heads)
+        nodes = generic_nodes(steps, heads)
         branches = []
     at = {s.step_id: s for s in steps}
     out = []

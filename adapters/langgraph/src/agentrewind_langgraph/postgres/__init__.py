@@ -1,0 +1,1 @@
+"""RewindSaver on PostgreSQL: the backend, its reads and its SQL."""

@@ -1,0 +1,1 @@
+"""RewindSaver on Redis: the backend (one script per write) and its key layout."""

@@ -1,0 +1,1 @@
+"""RewindSaver on SQLite: the backend, its reads and writes (one transaction each), its SQL."""

@@ -1,0 +1,37 @@
+"""Rows of the PostgreSQL store read back as records: a run and its metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import StoreError
+from ...records import RunInfo, RunMetrics
+
+__all__ = ["run_info"]
+
+
+def run_info(row: tuple[Any, ...]) -> RunInfo:
+    """A `RunInfo` from a row of `RUN_COLUMNS`."""
+    run_id, status, created, updated, expires, metrics = row
+    try:
+        m = RunMetrics(**(metrics if isinstance(metrics, dict) else json.loads(metrics)))
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"run metrics are not readable: {exc}") from exc
+    # numeric sums come back as Decimal/int from jsonb: keep the dataclass's types
+    m = RunMetrics(
+        steps=int(m.steps),
+        replay_hits=int(m.replay_hits),
+        seconds_saved=float(m.seconds_saved),
+        tokens_saved=int(m.tokens_saved),
+        failures=int(m.failures),
+        reruns=int(m.reruns),
+    )
+    return RunInfo(
+        run_id,
+        status,
+        float(created),
+        float(updated),
+        None if expires is None else float(expires),
+        m,
+    )
