@@ -14,12 +14,18 @@ __all__ = [
     "LeaseLostError",
     "RecordedStepError",
     "RedisPersistenceWarning",
+    "RunCancelledError",
+    "RunFinishedError",
+    "RunInterruptedError",
     "RunLockedError",
+    "RunNotFoundError",
     "SchemaVersionError",
     "SerializationError",
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
+    "WorkflowError",
+    "WorkflowNotFoundError",
 ]
 
 
@@ -107,6 +113,64 @@ class LeaseLostError(RunLockedError):
         self.owner = owner
         self.expires_in = expires_in
         self.writer = writer
+
+
+class RunNotFoundError(AgentRewindError, LookupError):
+    """The run does not exist in the store (or has expired)."""
+
+
+class RunCancelledError(LeaseLostError):
+    """The run was cancelled (`Middleware.cancel`, `agentrewind cancel`) from any process.
+
+    Its owner learns it at its next journal write or step start, through the fenced write
+    path, and stops: nothing after that point is recorded. A cancelled run is never recovered;
+    `Middleware.resume(run_id)` clears the mark and runs it again (finished steps replay).
+    """
+
+    def __init__(self, run_id: str, mark: str = "", *, writer: str = "") -> None:
+        AgentRewindError.__init__(
+            self,
+            f"run {run_id!r} was cancelled"
+            + (f" ({mark})" if mark else "")
+            + "; nothing after this point was recorded (resume it with "
+            f"Middleware.resume({run_id!r}) or `agentrewind resume {run_id}`)",
+        )
+        self.run_id = run_id
+        self.owner = mark
+        self.expires_in = 0.0
+        self.writer = writer
+
+
+class RunFinishedError(AgentRewindError):
+    """A run that already completed or failed cannot be cancelled (or resumed as cancelled)."""
+
+    def __init__(self, run_id: str, status: str, action: str) -> None:
+        super().__init__(f"cannot {action} run {run_id!r}: it is {status}; nothing was changed")
+        self.run_id = run_id
+        self.status = status
+
+
+class RunInterruptedError(AgentRewindError):
+    """The run stopped between two steps because its worker is draining (SIGTERM, SIGINT).
+
+    Nothing is marked: the run keeps its status, its lease is released, and it shows as
+    `crashed` so another worker (or `recover()`) resumes it, finished steps replayed.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} stopped between two steps: its worker is draining; it is left "
+            "for another worker to resume"
+        )
+        self.run_id = run_id
+
+
+class WorkflowError(AgentRewindError):
+    """A workflow cannot be registered, run or recovered as asked."""
+
+
+class WorkflowNotFoundError(WorkflowError):
+    """No workflow of that name is registered in this process, or a run has none recorded."""
 
 
 class DataLostError(StoreError):

@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..documents import DocumentError, RunNotFoundError
 from ..errors import AgentRewindError, StoreError
@@ -48,7 +49,16 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": moving.cmd_export,
     "import": moving.cmd_import,
     "ui": _cmd_ui,
+    "cancel": lambda args: _worker().cmd_cancel(args),
+    "resume": lambda args: _worker().cmd_resume(args),
+    "worker": lambda args: _worker().cmd_worker(args),
 }
+
+
+def _worker() -> Any:
+    from . import worker  # imports the journal only for these commands
+
+    return worker
 
 
 def _fail(message: object, code: int) -> int:

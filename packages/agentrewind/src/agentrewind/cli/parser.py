@@ -34,7 +34,7 @@ EPILOG = """exit codes:
 
 CORE_COMMANDS = (
     "demo", "runs", "log", "tree", "branches", "show", "diff", "metrics", "fork", "rm",
-    "prune", "export", "import", "ui",
+    "prune", "export", "import", "ui", "cancel", "resume", "worker",
 )  # fmt: skip
 
 
@@ -224,8 +224,57 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("ui", "serve a local read-only web viewer of the store", json=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")
+    _lifecycle_commands(command)
     _plugin_commands(sub, command, sys.argv[1:] if argv is None else list(argv))
     return parser
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _lifecycle_commands(command: Callable[..., Any]) -> None:
+    p = command("cancel", "cancel runs: each owner stops at its next step; never recovered",
+                json=False)  # fmt: skip
+    p.add_argument("runs", nargs="+", metavar="RUN", help="the runs to cancel")
+    p = command("resume", "clear a run's cancel mark (with --app: run its workflow here)",
+                json=False)  # fmt: skip
+    p.add_argument("run", metavar="RUN", help="the cancelled run")
+    p.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="the middleware that registers the run's workflow: resume it in this process "
+        "(its store, not --store); without it a worker or recover() resumes the run",
+    )
+    p = command("worker", "recover crashed workflow runs now and whenever a lease lapses",
+                json=False)  # fmt: skip
+    p.add_argument(
+        "app",
+        metavar="MODULE:ATTR",
+        help="the Middleware (or a function returning it) that registers the workflows; "
+        "MODULE is imported with the current directory on the path",
+    )
+    p.add_argument(
+        "-c", "--concurrency", type=_count, default=4, help="runs resumed at once (default: 4)"
+    )
+    p.add_argument(
+        "--poll", type=_positive, default=1.0, help="seconds between looks for crashed runs"
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=_positive,
+        default=30.0,
+        help="seconds to wait on SIGTERM/SIGINT for runs in flight to reach their next step",
+    )
+    p.add_argument(
+        "--once", action="store_true", help="exit when no crashed run is left (no polling)"
+    )
 
 
 def _plugin_commands(sub: Any, command: Callable[..., Any], argv: list[str]) -> None:

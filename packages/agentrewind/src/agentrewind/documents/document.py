@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentRewindError
+from ..errors import AgentRewindError, RunNotFoundError
 from ..records import StepRecord
 from ..serde.tags import tree_issues
 from .schema import check, load_schema
@@ -40,10 +40,6 @@ DOC_KEY = "document:run"
 DESCRIPTIVE_FIELDS = ("task_summary", "remaining_steps", "retry_strategy", "executor_hint", "meta")
 STEP_FIELDS = ("step_id", "parent_id", "key", "kind", "name", "status", "seq", "output", "meta",
                 "created_at", "updated_at")  # fmt: skip
-
-
-class RunNotFoundError(AgentRewindError, LookupError):
-    """The run does not exist in the store (or has expired)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,9 +6,11 @@ store; a lease keeps one owner per run, and the context variables find the run i
 
 from .call import Call, CallEvent
 from .context import current_run, idempotency_key
+from .lifecycle import RecoveryOutcome, RecoveryReport
 from .middleware import Adapter, Middleware, RunContext
 from .run import IncompletePolicy, Run
 from .steps import step
+from .workflow import Workflow
 
 __all__ = [
     "Adapter",
@@ -16,8 +18,11 @@ __all__ = [
     "CallEvent",
     "IncompletePolicy",
     "Middleware",
+    "RecoveryOutcome",
+    "RecoveryReport",
     "Run",
     "RunContext",
+    "Workflow",
     "current_run",
     "idempotency_key",
     "step",

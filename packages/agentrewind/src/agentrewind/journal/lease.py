@@ -6,12 +6,25 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from ..errors import DataLostError, LeaseLostError
+from ..errors import (
+    DataLostError,
+    LeaseLostError,
+    RunCancelledError,
+    RunInterruptedError,
+    RunLockedError,
+)
 from ..stores import Store
-from ..stores.leases import fence_error
+from ..stores.leases import fence_error, is_cancel_mark
 
-__all__ = ["LeaseKeeper", "final_write", "lost_error"]
+__all__ = [
+    "LeaseKeeper",
+    "check_draining",
+    "final_write",
+    "lost_error",
+    "refused_error",
+]
 
 
 @contextlib.contextmanager
@@ -27,6 +40,20 @@ def final_write(failed: bool) -> Iterator[None]:
             raise
 
 
+def refused_error(run_id: str, result: tuple[bool, str, float]) -> RunLockedError:
+    """The error for a refused lease: the run is cancelled, or another process drives it."""
+    if is_cancel_mark(result[1]):
+        return RunCancelledError(run_id, result[1])
+    return RunLockedError(run_id, result[1], result[2])
+
+
+def check_draining(middleware: Any, run_id: str) -> None:
+    """Raise `RunInterruptedError` when the run's middleware drains (a worker stopping)."""
+    draining = getattr(middleware, "draining", None)
+    if draining is not None and draining.is_set():
+        raise RunInterruptedError(run_id)
+
+
 def lost_error(store: Store, run_id: str, owner: str, lost_to: str) -> Exception:
     """The error for a write after the keeper saw the lease lapse (no write is attempted).
 
@@ -37,7 +64,7 @@ def lost_error(store: Store, run_id: str, owner: str, lost_to: str) -> Exception
         lost_to: Who held the lease when a renewal failed ('' for nobody).
     """
     if lost_to and lost_to != owner:
-        return LeaseLostError(run_id, lost_to, 0.0, writer=owner)
+        return fence_error(run_id, owner, lost_to, 0.0, True)
     try:
         exists = store.get_run(run_id) is not None
     except Exception:

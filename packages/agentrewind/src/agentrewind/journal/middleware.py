@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
-from ..errors import AdapterNotFoundError
+from ..errors import AdapterNotFoundError, WorkflowError
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
+from . import lifecycle
 from .call import log
 from .context import CURRENT_RUN
+from .lifecycle import RecoveryReport
+from .opening import RunContext
 from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
+from .workflow import Workflow
 
 if TYPE_CHECKING:
     from ..serde.encryption import Encryption
 
-__all__ = ["Adapter", "Middleware", "RunContext"]
+__all__ = ["Adapter", "Middleware", "RunContext"]  # RunContext: re-exported from .opening
 
 F = TypeVar("F", bound=Callable[..., Any])
 W = TypeVar("W")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _EXTRAS = {
     "langchain_core": "langchain",
@@ -45,73 +51,6 @@ class Adapter(Protocol):
         ...
 
 
-class RunContext:
-    """`with middleware.run(id) as run:` or `async with ...`: owns the run's lease meanwhile.
-
-    Entering a run that is already active in this context with the same id reuses it.
-    """
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self._token: Any = None
-        self._reused: Run | None = None
-
-    def _active(self) -> Run | None:
-        active = CURRENT_RUN.get()
-        if (
-            active is not None
-            and active.run_id == self.run.run_id
-            and (active.middleware is self.run.middleware)
-        ):
-            return active
-        return None
-
-    def _opened(self) -> None:
-        run, n = self.run, len(self.run._records)  # records() would read an indexed journal
-        where = run.middleware.store.url
-        log.debug("run %r opened in %s: %d recorded step(s)", run.run_id, where, n)
-
-    def __enter__(self) -> Run:
-        self._reused = self._active()
-        if self._reused is not None:
-            return self._reused
-        self.run._open()
-        self._opened()
-        self._token = CURRENT_RUN.set(self.run)
-        return self.run
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._reused is not None:
-            return
-        CURRENT_RUN.reset(self._token)
-        self.run._close(failed=exc_type is not None)
-
-    async def __aenter__(self) -> Run:
-        self._reused = self._active()
-        if self._reused is not None:
-            return self._reused
-        await self.run._aopen()
-        self._opened()
-        self._token = CURRENT_RUN.set(self.run)
-        return self.run
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._reused is not None:
-            return
-        CURRENT_RUN.reset(self._token)
-        await self.run._aclose(failed=exc_type is not None)
-
-
 class Middleware:
     """Records every step of a run into a store and replays finished steps on resume.
 
@@ -130,6 +69,9 @@ class Middleware:
             (mask secrets or personal data); a replay returns the redacted value.
         encryption: An `agentrewind.serde.encryption.Encryption` to encrypt outputs at rest
             (AES-GCM); None uses `$AGENTREWIND_ENCRYPTION_KEY` when set; False: never.
+        recover_on_start: On the first `run` (or workflow run) of this middleware, recover
+            the crashed runs of its registered workflows in a background thread
+            (`recover()`), as a durable execution engine does at launch.
 
     Example:
         >>> mw = Middleware("memory://")
@@ -150,6 +92,7 @@ class Middleware:
         record_failures: bool = False,
         redact: Redactor | None = None,
         encryption: Encryption | bool | None = None,
+        recover_on_start: bool = False,
     ) -> None:
         if on_incomplete not in ("rerun", "skip", "raise"):
             raise ValueError(f"on_incomplete must be rerun, skip or raise, not {on_incomplete!r}")
@@ -165,6 +108,16 @@ class Middleware:
             redact=redact,
             encryption=encryption,
         )
+        self.workflows: dict[str, Workflow[Any, Any]] = {}
+        """The workflows registered in this process, by name."""
+        self.recover_on_start = recover_on_start
+        self.recovery: threading.Thread | None = None
+        """The background recovery of `recover_on_start`, once started."""
+        self.last_recovery: RecoveryReport | None = None
+        """What the last `recover()` of this middleware did."""
+        self.draining = threading.Event()
+        """Set, the runs of this middleware stop at their next step (`RunInterruptedError`),
+        leaving their status as it is for another worker: how `agentrewind worker` drains."""
 
     def __repr__(self) -> str:
         return f"Middleware({self.store!r})"
@@ -188,7 +141,10 @@ class Middleware:
 
         Raises:
             RunLockedError: On enter, when another live process drives this run.
+            RunCancelledError: On enter, when the run was cancelled (see `resume`).
         """
+        if self.recover_on_start and self.recovery is None:
+            self._start_recovery()
         return RunContext(
             Run(
                 self,
@@ -272,6 +228,125 @@ class Middleware:
             f"no installed agentrewind adapter can wrap {type(obj).__module__}."
             f"{type(obj).__qualname__}: {hint}"
         )
+
+    # -- workflows and a run's life ---------------------------------------------------------
+    @overload
+    def workflow(self, name: str, /) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
+    @overload
+    def workflow(self, name: str, obj: Callable[P, R], /) -> Workflow[P, R]: ...
+    def workflow(
+        self, name: str, obj: Callable[P, R] | None = None, /
+    ) -> Workflow[P, R] | Callable[[Callable[P, R]], Workflow[P, R]]:
+        """Register a function (sync or async) as a workflow under a stable `name`.
+
+        `@middleware.workflow("charge")` decorates a function; `middleware.workflow("charge",
+        fn)` registers one directly. Its runs record the name and the arguments, so any
+        process that registers the same name can recover or resume them (`recover`,
+        `resume`, `agentrewind worker`).
+
+        Raises:
+            WorkflowError: Another function is already registered under `name`.
+        """
+
+        def register(fn: Callable[P, R]) -> Workflow[P, R]:
+            if not isinstance(name, str) or not name or ":" in name:
+                raise WorkflowError(
+                    f"a workflow name is a non-empty string without ':', not {name!r}"
+                )
+            known = self.workflows.get(name)
+            if known is not None and known.fn is not fn:
+                raise WorkflowError(
+                    f"workflow {name!r} is already registered to {known.fn!r}; names are how "
+                    "crashed runs find their code again, so each must be unique"
+                )
+            wf: Workflow[P, R] = Workflow(self, name, fn)
+            self.workflows[name] = wf
+            return wf
+
+        if obj is not None:
+            return register(obj)
+        return register
+
+    def recover(self, *, include_failed: bool = False, limit: int = 1000) -> RecoveryReport:
+        """Resume every crashed run of a workflow registered in this process, here and now.
+
+        Each run is claimed through its lease (two processes recovering at once resume each
+        run exactly once) and run again with its recorded arguments; finished steps replay.
+        Runs of workflows this process does not know are left alone and reported; cancelled
+        runs are never recovered; failed runs (their code raised) only with `include_failed`.
+
+        Returns:
+            A `RecoveryReport`: each run looked at and what became of it.
+        """
+        report = RecoveryReport()
+        for info in lifecycle.candidates(self, include_failed=include_failed, limit=limit):
+            got = lifecycle.claim(self, info, include_failed=include_failed)
+            report.outcomes.append(
+                got if isinstance(got, lifecycle.RecoveryOutcome) else got.resume()
+            )
+        self.last_recovery = report
+        return report
+
+    async def arecover(self, *, include_failed: bool = False, limit: int = 1000) -> RecoveryReport:
+        """Async twin of `recover`."""
+        report = RecoveryReport()
+        for info in await lifecycle.acandidates(self, include_failed=include_failed, limit=limit):
+            got = await lifecycle.aclaim(self, info, include_failed=include_failed)
+            if isinstance(got, lifecycle.RecoveryOutcome):
+                report.outcomes.append(got)
+            else:
+                report.outcomes.append(await got.aresume())
+        self.last_recovery = report
+        return report
+
+    def _start_recovery(self) -> None:
+        def recover() -> None:
+            try:
+                report = self.recover()
+            except Exception:
+                log.exception("recovery at start-up failed")
+                return
+            for o in report.outcomes:
+                log.info("recovered run %r (%s): %s", o.run_id, o.workflow, o.outcome)
+
+        self.recovery = threading.Thread(target=recover, name="agentrewind-recovery", daemon=True)
+        self.recovery.start()
+
+    def cancel(self, run_id: str) -> bool:
+        """Mark a run cancelled, from any process; False if it already was.
+
+        Its owner raises `RunCancelledError` at its next journal write or step start and
+        records nothing after; the run is never recovered until `resume`.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunFinishedError: The run already completed or failed (nothing changes).
+        """
+        return lifecycle.cancel(self, run_id)
+
+    async def acancel(self, run_id: str) -> bool:
+        """Async twin of `cancel`."""
+        return await lifecycle.acancel(self, run_id)
+
+    def resume(self, run_id: str) -> Any:
+        """Clear a run's cancel mark and run its workflow again here (finished steps replay).
+
+        Also resumes a crashed or failed workflow run. Returns the workflow's result.
+
+        Raises:
+            RunNotFoundError: No such run.
+            WorkflowNotFoundError: The run's workflow is not registered in this process, or
+                it was not started by a workflow (nothing changes).
+            RunFinishedError: The run already completed.
+            RunLockedError: Another live process drives it.
+        """
+        wf, ctx, call = lifecycle.uncancel(self, run_id)
+        return wf._run_in(ctx, {"args": list(call.args), "kwargs": dict(call.kwargs)})
+
+    async def aresume(self, run_id: str) -> Any:
+        """Async twin of `resume`."""
+        wf, ctx, call = await lifecycle.auncancel(self, run_id)
+        return await wf._arun_in(ctx, {"args": list(call.args), "kwargs": dict(call.kwargs)})
 
     def metrics(self, run_id: str) -> RunMetrics:
         """Totals over every execution of the run (steps, replay hits, seconds/tokens saved)."""

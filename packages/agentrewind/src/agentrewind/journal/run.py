@@ -21,14 +21,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, TypeVar
 
-from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError, RunLockedError
+from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError
 from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
-from .lease import LeaseKeeper, final_write, lost_error
+from .lease import LeaseKeeper, check_draining, final_write, lost_error, refused_error
 from .notes import Notes, taken_over
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
@@ -84,7 +84,7 @@ class Run:
     # -- lifecycle (driven by RunContext) ---------------------------------------------------
     def _check_lease(self, result: tuple[bool, str, float]) -> None:
         if not result[0]:
-            raise RunLockedError(self.run_id, result[1], result[2])
+            raise refused_error(self.run_id, result)
         self._lease_at = time.monotonic()
 
     def _emit(self, event: str, *args: Any) -> None:
@@ -163,17 +163,17 @@ class Run:
             self._emit("lease_lost")
         self._emit("run_ended")
 
-    def _close(self, failed: bool) -> None:
+    def _close(self, failed: bool, *, interrupted: bool = False) -> None:
         self._stop_keeper(failed)
         store = self.middleware.store
         try:
-            if not self._lease_lost():
+            if not (self._lease_lost() or interrupted):
                 with final_write(failed):
                     store.end_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
             self._drop_lease()
 
-    async def _aclose(self, failed: bool) -> None:
+    async def _aclose(self, failed: bool, *, interrupted: bool = False) -> None:
         self._stop_keeper(failed, wait=False)
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
@@ -181,7 +181,7 @@ class Run:
             await asyncio.get_running_loop().run_in_executor(None, self._keeper.join, 2.0)
         store = self.middleware.store
         try:
-            if not self._lease_lost():
+            if not (self._lease_lost() or interrupted):
                 with final_write(failed):
                     await store.aend_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
@@ -255,6 +255,7 @@ class Run:
         """
         if self._keeper is not None and self._keeper.expired:
             raise lost_error(self.middleware.store, self.run_id, self.owner, self._keeper.lost_to)
+        check_draining(self.middleware, self.run_id)
         base = f"{kind}:{name}:{self.digest(key_input)}"
         policy = on_incomplete or self.on_incomplete
         record_failures = (

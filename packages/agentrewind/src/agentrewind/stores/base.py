@@ -27,7 +27,7 @@ SCHEMA_VERSION = 1
 
 _RUN_ID_METHODS = (
     "begin_run", "end_run", "get_run", "delete_run", "set_ttl", "load_steps", "get_step",
-    "set_head", "get_heads", "acquire_lease", "release_lease",
+    "set_head", "get_heads", "acquire_lease", "release_lease", "take_lease",
 )  # fmt: skip
 
 
@@ -287,6 +287,18 @@ class Store(abc.ABC):
     def release_lease(self, run_id: str, owner: str) -> None:
         """Release the lease if `owner` still holds it."""
 
+    def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        """Compare and set: give the lease to `owner` for `ttl` seconds if `holder` holds it.
+
+        Also succeeds when nobody holds a live lease or `owner` already does. `cancel` sets a
+        cancel mark over a live owner's lease this way, and `resume` takes the mark back; a
+        holder that changed meanwhile makes it fail, returning the current holder.
+
+        Raises:
+            NotImplementedError: A store written before 0.2 that does not implement it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement take_lease")
+
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         """Release connections and worker threads."""
@@ -393,6 +405,10 @@ class Store(abc.ABC):
     async def arelease_lease(self, run_id: str, owner: str) -> None:
         """Async twin of `release_lease`."""
         await self._in_thread(self.release_lease, run_id, owner)
+
+    async def atake_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        """Async twin of `take_lease`."""
+        return await self._in_thread(self.take_lease, run_id, owner, ttl, holder=holder)
 
     async def aclose(self) -> None:
         """Async twin of `close`."""

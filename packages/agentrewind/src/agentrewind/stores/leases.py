@@ -12,13 +12,23 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 
-from ..errors import AgentRewindError, DataLostError, LeaseLostError, RunLockedError
+from ..errors import (
+    AgentRewindError,
+    DataLostError,
+    LeaseLostError,
+    RunCancelledError,
+    RunLockedError,
+)
 
 __all__ = [
+    "CANCEL_TTL",
     "LOST_CAUSES",
+    "cancel_mark",
     "check_fence",
     "fence_error",
+    "is_cancel_mark",
     "lease_is_live",
     "lease_owner_is_dead",
     "leased_error",
@@ -72,6 +82,36 @@ def _is_zombie(pid: int) -> bool:
     return False
 
 
+_CANCEL = "cancelled:"
+CANCEL_TTL = 10 * 365 * 86400.0
+"""How long a cancel mark holds a run's lease: until `resume` takes it back (ten years)."""
+
+
+def cancel_mark() -> str:
+    """A lease owner that marks a run cancelled: `cancelled:<unix time>:<host>:<pid>:<token>`.
+
+    Set as the run's lease (see `Store.take_lease`), it fences the run's owner off at its
+    next write (`RunCancelledError`), refuses every other taker, and shows the run as
+    `cancelled`; it names no live process, so it is never judged dead.
+    """
+    return f"{_CANCEL}{time.time():.3f}:{_HOST}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def is_cancel_mark(owner: str) -> bool:
+    """Whether a lease owner is a cancel mark (see `cancel_mark`)."""
+    return owner.startswith(_CANCEL)
+
+
+def cancelled_at(owner: str) -> float | None:
+    """When the cancel mark `owner` was set (unix time), None for any other owner."""
+    if not is_cancel_mark(owner):
+        return None
+    try:
+        return float(owner[len(_CANCEL) :].split(":", 1)[0])
+    except ValueError:
+        return None
+
+
 LOST_CAUSES = (
     "the store lost its data (a Redis restart without persistence, a FLUSHDB or FLUSHALL, "
     "an eviction under maxmemory) or the run was deleted with force=True"
@@ -84,7 +124,13 @@ def lease_is_live(lease: tuple[str, float] | None, now: float) -> bool:
 
 
 def run_status(status: str, lease: tuple[str, float] | None, now: float) -> str:
-    """The status to show: `crashed` for a `running` run nobody holds a live lease on."""
+    """The status to show: `crashed` or `cancelled` where the lease says so.
+
+    `crashed`: a `running` run nobody holds a live lease on; `cancelled`: an unfinished run
+    whose lease holds a cancel mark.
+    """
+    if lease is not None and is_cancel_mark(lease[0]) and status not in ("completed", "failed"):
+        return "cancelled"
     if status == "running" and not lease_is_live(lease, now):
         return "crashed"
     return status
@@ -102,6 +148,8 @@ def fence_error(
         expires_in: Seconds the holder's lease has left.
         run_exists: Whether the run's record is still in the store.
     """
+    if holder and is_cancel_mark(holder):
+        return RunCancelledError(run_id, holder, writer=writer)
     if holder and holder != writer:
         return LeaseLostError(run_id, holder, expires_in, writer=writer)
     if not run_exists:

@@ -229,6 +229,16 @@ class MemoryStore(Store):
             run.lease = (owner, now + ttl)
             return LeaseResult((True, owner, ttl))
 
+    def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        now = time.time()
+        with self._lock:
+            run = self._ensure(run_id, now)
+            cur = run.lease
+            if cur is not None and cur[1] > now and cur[0] not in (owner, holder):
+                return LeaseResult((False, cur[0], cur[1] - now))
+            run.lease = (owner, now + ttl)
+            return LeaseResult((True, owner, ttl))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         with self._lock:
             run = self._runs.get(run_id)

@@ -37,6 +37,7 @@ from ..errors import LeaseLostError
 from ..records import INDEX_FROM, RunMetrics, StepIndex, StepRecord
 from ..stores import Store
 from .fencing import FencingContract
+from .lifecycle import LifecycleContract
 
 __all__ = ["StoreConformance", "make_record"]
 
@@ -69,11 +70,12 @@ def make_record(
 rec = make_record
 
 
-class StoreConformance(FencingContract):
+class StoreConformance(FencingContract, LifecycleContract):
     """Contract tests for a `Store`; subclass it and override `open_store`.
 
-    It includes the fencing contract (`FencingContract`): writes carrying an owner land only
-    while that owner holds the run's lease, deletes skip leased runs unless forced, and a
+    It includes the run-lifecycle contract (`LifecycleContract`: `take_lease`, cancel marks,
+    recovery, resume) and the fencing contract (`FencingContract`): writes carrying an owner
+    land only while that owner holds the run's lease, deletes skip leased runs unless forced, and a
     `running` run whose owner died lists as `crashed`.
 
     Each test opens the store in a fresh namespace (`open_store`) and closes it after

@@ -204,6 +204,24 @@ class PostgresLeases:
             raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
         return LeaseResult((False, rows[0][0], max(float(rows[0][1]) - time.time(), 0.0)))
 
+    def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        return self.drive(self._take_lease(run_id, owner, ttl, holder))
+
+    async def atake_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        """Async twin of `take_lease` (on the running loop's pool)."""
+        return await self.adrive(self._take_lease(run_id, owner, ttl, holder))
+
+    def _take_lease(self, run_id: str, owner: str, ttl: float, holder: str) -> PgFlow[LeaseResult]:
+        now = time.time()
+        args = {"ns": self.namespace, "run": run_id, "owner": owner, "until": now + ttl}
+        args |= {"now": now, "dead": holder or owner}
+        if (yield Txn([(self.sql("TAKE_LEASE"), args)], 0, guard=True)):
+            return LeaseResult((True, owner, ttl))
+        rows = yield self._lease_row(run_id)
+        if not rows:
+            return LeaseResult((False, "", 0.0))
+        return LeaseResult((False, rows[0][0], max(float(rows[0][1]) - time.time(), 0.0)))
+
     def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
         return self.drive(self._renew_lease(run_id, owner, ttl))
 

@@ -386,6 +386,13 @@ class RedisStore(RedisIO, Store):
         holder = holder.decode() if isinstance(holder, bytes) else holder
         return LeaseResult((bool(ok), holder, max(int(pttl), 0) / 1000))
 
+    def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        key = self._keys(run_id).lease
+        ttl_ms = max(int(ttl * 1000), 1)
+        ok, cur, pttl = self.run_script("ACQUIRE_LEASE", [key], [owner, ttl_ms, holder])
+        cur = cur.decode() if isinstance(cur, bytes) else cur
+        return LeaseResult((bool(ok), cur, max(int(pttl), 0) / 1000))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         self.run_script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
 

@@ -304,6 +304,15 @@ class SQLiteStore(Store):
             return LeaseResult((False, "", 0.0))
         return LeaseResult((False, row[0], row[1] - now))
 
+    def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
+        now = time.time()
+        with self.db.write() as conn:
+            row = conn.execute(_sql.GET_LEASE, (self.namespace, run_id)).fetchone()
+            if row is not None and row[1] > now and row[0] not in (owner, holder):
+                return LeaseResult((False, row[0], row[1] - now))
+            conn.execute(_sql.SET_LEASE, (self.namespace, run_id, owner, now + ttl))
+        return LeaseResult((True, owner, ttl))
+
     def release_lease(self, run_id: str, owner: str) -> None:
         with self.db.write() as conn:
             conn.execute(_sql.RELEASE_LEASE, (self.namespace, run_id, owner))
