@@ -103,7 +103,8 @@ def llamaindex(session: nox.Session) -> None:
 def reliability(session: nox.Session) -> None:
     """Crash (SIGKILL), lock, lease, chaos, Redis- and Postgres-failure tests (restart, PgBouncer),
     LangGraph for the saver's."""
-    sync(session, "redis", "postgres", "langgraph", groups=("test", "test-langgraph"))
+    groups = ("test", "test-langgraph", "test-celery")
+    sync(session, "redis", "postgres", "langgraph", groups=groups)
     session.run("pytest", "tests/reliability", *session.posargs)
 
 
