@@ -149,6 +149,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
     session.run("python", "benchmarks/async_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
+    session.run("python", "benchmarks/workflow_bench.py")
 
 
 UPSTREAM_LANGCHAIN_TEST_DEPS = (
