@@ -18,7 +18,7 @@ from .lifecycle import RecoveryReport
 from .opening import RunContext
 from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
-from .workflow import Workflow
+from .workflow import Workflow, body_of
 
 if TYPE_CHECKING:
     from ..serde.encryption import Encryption
@@ -234,15 +234,18 @@ class Middleware:
     def workflow(self, name: str, /) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
     @overload
     def workflow(self, name: str, obj: Callable[P, R], /) -> Workflow[P, R]: ...
+    @overload
+    def workflow(self, name: str, obj: Any, /) -> Workflow[..., Any]: ...
     def workflow(
-        self, name: str, obj: Callable[P, R] | None = None, /
-    ) -> Workflow[P, R] | Callable[[Callable[P, R]], Workflow[P, R]]:
+        self, name: str, obj: Any = None, /
+    ) -> Workflow[Any, Any] | Callable[[Callable[P, R]], Workflow[P, R]]:
         """Register a function (sync or async) as a workflow under a stable `name`.
 
         `@middleware.workflow("charge")` decorates a function; `middleware.workflow("charge",
-        fn)` registers one directly. Its runs record the name and the arguments, so any
-        process that registers the same name can recover or resume them (`recover`,
-        `resume`, `agentrewind worker`).
+        obj)` registers one directly, or a framework object: a (wrapped) LangChain runnable or
+        agent, a compiled LangGraph graph, a LlamaIndex workflow (see `body_of`). Its runs
+        record the name and the arguments, so any process that registers the same name can
+        recover or resume them (`recover`, `resume`, `agentrewind worker`).
 
         Raises:
             WorkflowError: Another function is already registered under `name`.
@@ -264,7 +267,7 @@ class Middleware:
             return wf
 
         if obj is not None:
-            return register(obj)
+            return register(body_of(obj))
         return register
 
     def recover(self, *, include_failed: bool = False, limit: int = 1000) -> RecoveryReport:

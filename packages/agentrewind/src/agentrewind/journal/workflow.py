@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from ..errors import SerializationError, WorkflowError
 from ..records import StepRecord
@@ -24,7 +24,14 @@ if TYPE_CHECKING:
     from .opening import RunContext
     from .run import Run
 
-__all__ = ["INPUT_KIND", "RESULT_KIND", "RecordedCall", "Workflow", "recorded_call"]
+__all__ = [
+    "INPUT_KIND",
+    "RESULT_KIND",
+    "RecordedCall",
+    "Workflow",
+    "body_of",
+    "recorded_call",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -178,6 +185,51 @@ class Workflow(Generic[P, R]):
                 raise
             await result_call.acomplete(out)
             return out
+
+
+def body_of(obj: Any) -> Callable[..., Any]:
+    """The function a workflow runs for `obj`: itself, or a call of a framework object.
+
+    A LangChain runnable or agent, or a compiled LangGraph graph (anything with `invoke`), is
+    invoked with the workflow's run id as `thread_id`, so a wrapped one journals into the
+    workflow's run and a checkpointed graph resumes its thread (with `None` as input while its
+    thread waits at a node); a LlamaIndex workflow (an async `run`) is awaited with the
+    workflow's keyword arguments. Anything else must be a plain callable.
+    """
+    if inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
+        return cast("Callable[..., Any]", obj)
+    if hasattr(obj, "invoke"):
+
+        def invoke(input: Any = None, config: dict[str, Any] | None = None, **kw: Any) -> Any:
+            from .context import current_run
+
+            run = current_run()
+            config = dict(config or {})
+            configurable = dict(config.get("configurable") or {})
+            if run is not None:
+                configurable.setdefault("thread_id", run.run_id)
+            config["configurable"] = configurable
+            graph = hasattr(obj, "get_state") and getattr(obj, "checkpointer", None) is not None
+            if graph and obj.get_state(config).next:  # a thread cut off mid-graph: go on
+                input = None
+            return obj.invoke(input, config, **kw)
+
+        invoke.__qualname__ = f"invoke[{type(obj).__qualname__}]"
+        return invoke
+    run_method = getattr(obj, "run", None)
+    if run_method is not None and inspect.iscoroutinefunction(run_method):
+
+        async def run(**kwargs: Any) -> Any:
+            return await run_method(**kwargs)
+
+        run.__qualname__ = f"run[{type(obj).__qualname__}]"
+        return run
+    if callable(obj):
+        return cast("Callable[..., Any]", obj)
+    raise WorkflowError(
+        f"cannot register a {type(obj).__name__} as a workflow: pass a function, a LangChain "
+        "runnable or agent, a compiled LangGraph graph or a LlamaIndex workflow"
+    )
 
 
 def _run_id(value: object) -> str | None:
