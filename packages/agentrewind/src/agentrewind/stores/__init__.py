@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .base import LeaseResult, PruneResult, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
+from .urls import redact_url
 
 __all__ = [
     "DEFAULT_URL",
@@ -63,7 +64,7 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
         path = url.split("://", 1)[1].split("?", 1)[0]
         path = path[1:] if path.startswith("/") else path
         if not path:
-            raise ValueError(f"no database path in {url!r}: use sqlite:///file.db")
+            raise ValueError(f"no database path in {redact_url(url)!r}: use sqlite:///file.db")
         if "durability" in query:
             options.setdefault("durability", query["durability"])
         if "busy_timeout" in query:
@@ -71,7 +72,7 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
                 options.setdefault("busy_timeout", float(query["busy_timeout"]))
             except ValueError:
                 raise ValueError(
-                    f"busy_timeout in {url!r} must be a number of seconds, "
+                    f"busy_timeout in {redact_url(url)!r} must be a number of seconds, "
                     f"not {query['busy_timeout']!r}"
                 ) from None
         return SQLiteStore(path, namespace=ns, **options)
@@ -87,6 +88,6 @@ def connect(url: str | None = None, *, namespace: str | None = None, **options: 
 
         return PostgresStore.from_url(url, namespace=ns, **options)
     raise ValueError(
-        f"unknown store URL {url!r}: use memory://, sqlite:///path, redis://, rediss:// "
-        "or postgresql://"
+        f"unknown store URL {redact_url(url)!r}: use memory://, sqlite:///path, redis://, "
+        "rediss:// or postgresql://"
     )

@@ -8,7 +8,6 @@ plugins, so the core never imports a framework.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..cli import sources as _sources
 from ..cli import views as _views
@@ -17,6 +16,7 @@ from ..diff import diff_states
 from ..documents import RunNotFoundError
 from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores import Store
+from ..stores.urls import redact_url
 from ..timeline import HEAD, Timeline
 
 __all__ = [
@@ -56,13 +56,8 @@ def _node_json(n: Any) -> dict[str, Any]:
 
 
 def safe_url(url: str) -> str:
-    """The store URL without its password (it is shown in the page)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The store URL without its secrets (it is shown in the page): `stores.urls.redact_url`."""
+    return redact_url(url)
 
 
 def store_info(store: Store) -> dict[str, Any]:

@@ -7,18 +7,16 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..urls import redact_url
+
 __all__ = ["quote_schema", "redact", "split_url"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
 def redact(url: str) -> str:
-    """Return `url` with any password replaced by `***`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """Return `url` with every secret-bearing part replaced by `***` (see `stores.urls`)."""
+    return redact_url(url)
 
 
 def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:

@@ -13,6 +13,7 @@ from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, site_json
 from ..base import LeaseResult, Store
 from ..leases import lease_owner_is_dead
+from ..urls import redact_url
 from . import _keys as K
 from . import _safety as safety
 from ._io import RedisIO
@@ -38,12 +39,8 @@ _OUR_PARAMS = ("namespace", "prefix", "cluster", "migrate")
 
 
 def redact(url: str) -> str:
-    """Return `url` with any password replaced by `***`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """Return `url` with every secret-bearing part replaced by `***` (see `stores.urls`)."""
+    return redact_url(url)
 
 
 class RedisStore(RedisIO, Store):
