@@ -118,3 +118,33 @@ def test_the_cli_cancels_and_clears_the_mark_for_a_worker(store_url: str) -> Non
     again = subprocess.run([*cli, "resume", "c"], capture_output=True, text=True)
     assert again.returncode == 1 and "nothing was changed" in again.stderr
     mw.close()
+
+
+def test_fork_copies_a_workflow_run_up_to_a_step_and_resume_runs_it_on(store_url: str) -> None:
+    mw = agentrewind.Middleware(store_url)
+    calls: list[int] = []
+
+    @mw.workflow("steps")
+    def steps(n: int) -> list[int]:
+        return [
+            mw.step(f"s{i}", side_effects=False)(lambda i=i: calls.append(i) or i)()
+            for i in range(n)
+        ]
+
+    assert steps.run(3, run_id="orig") == [0, 1, 2]
+    s0 = next(r for r in mw.store.load_steps("orig") if r.name == "s0")
+    forked = mw.fork("orig", at=s0.seq, to="copy")
+    assert (forked.run_id, forked.source_run, forked.at.step_id, forked.source) == (
+        "copy", "orig", s0.step_id, "agentrewind",
+    )  # fmt: skip
+    assert forked.steps == 2  # the workflow's arguments and s0
+    with pytest.raises(agentrewind.DocumentError):
+        mw.fork("orig", at=s0.seq, to="copy")  # exists
+    with pytest.raises(agentrewind.RunNotFoundError):
+        mw.fork("orig", at="99", to="other")
+    assert mw.resume("copy") == [0, 1, 2]
+    assert calls == [0, 1, 2, 1, 2]  # s0 replayed in the copy; s1 and s2 ran on from the fork
+    last = max(r.seq for r in mw.store.load_steps("copy"))
+    again = asyncio.run(mw.afork("copy", at=last, to="copy2"))
+    assert again.steps == len(mw.store.load_steps("copy")) - 1  # all but the copy's origin
+    mw.close()

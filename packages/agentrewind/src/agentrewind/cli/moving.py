@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..documents import DocumentError, RunDocument, emit, export_run, fork_run, import_run, parse
+from ..documents import DocumentError, RunDocument, emit, export_run, import_run, parse
 from ..documents.document import STEP_FIELDS
+from ..documents.locating import fork, locate, run_steps
 from ..documents.transfer import run_matches
 from .common import CliError, dumps, open_store
-from .sources import find_step, locate, run_steps
 
 __all__ = ["cmd_export", "cmd_fork", "cmd_import"]
 
@@ -120,28 +120,15 @@ def _issue(issue: Any) -> dict[str, str]:
 def cmd_fork(args: argparse.Namespace) -> int:
     """`agentrewind fork RUN --at STEP --to NEW`: copy a prefix of a run into a new run."""
     with open_store(args, write=True) as store:
-        where, steps = run_steps(store, args.run)
-        heads = store.get_heads(args.run) if where.source is None else {}
-        point = find_step(steps, args.at, heads)
-        if where.source is None:
-            copied = fork_run(store, args.run, at=point.step_id, to=args.to)
-        else:
-            if not hasattr(where.source, "fork_run"):
-                raise CliError(f"run source {where.name!r} cannot fork runs")
-            try:
-                exists = locate(store, args.to)
-            except Exception:
-                exists = None
-            if exists is not None:
-                raise CliError(f"run {args.to!r} already exists in {store.url}")
-            copied = int(where.source.fork_run(store, args.run, point.step_id, args.to))
+        done = fork(store, args.run, args.at, args.to)
+    point = done.at
     data = {"run_id": args.to, "from": args.run, "at": point.step_id, "seq": point.seq,
-            "steps": copied, "source": where.name}  # fmt: skip
+            "steps": done.steps, "source": done.source}  # fmt: skip
     if args.json:
         print(dumps(data))
     else:
         print(
             f"forked {args.run} at step {point.seq} ({point.step_id}) into {args.to} "
-            f"({copied} step(s) copied)"
+            f"({done.steps} step(s) copied)"
         )
     return 0

@@ -6,17 +6,25 @@ sequence number or a unique id prefix.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from ..documents import RunNotFoundError
-from ..documents.document import DOC_KIND
-from ..plugins import load_group
-from ..records import RunInfo, StepRecord
+from ..documents.locating import (
+    MIN_PREFIX,
+    Located,
+    find_step,
+    labels,
+    locate,
+    present,
+    run_sources,
+    run_steps,
+    warn,
+)
+from ..records import RunInfo
 from ..stores import Store
 from .status import RunView, describe
 
 __all__ = [
+    "MIN_PREFIX",
     "Located",
     "all_runs",
     "find_step",
@@ -26,27 +34,6 @@ __all__ = [
     "run_steps",
     "source_call",
 ]
-
-MIN_PREFIX = 8
-"""Shortest id prefix `log`, `tree` and friends print."""
-
-
-def run_sources() -> list[Any]:
-    """Installed `agentrewind.run_sources` plugins (classes are instantiated)."""
-    return [
-        obj() if isinstance(obj, type) else obj for obj in load_group("agentrewind.run_sources")
-    ]
-
-
-def _warn(source: Any, exc: Exception) -> None:
-    name = getattr(source, "name", type(source).__name__)
-    print(f"warning: run source {name!r} failed: {exc}", file=sys.stderr)
-
-
-def _present(source: Any, store: Store) -> bool:
-    """Whether the store may hold runs of `source` (sources without `present` always may)."""
-    check = getattr(source, "present", None)
-    return True if check is None else bool(check(store))
 
 
 def source_call(source: Any, method: str, *args: Any, **kw: Any) -> Any:
@@ -65,114 +52,9 @@ def all_runs(store: Store, limit: int) -> list[RunView]:
     found = describe(store, store.list_runs(limit=limit))
     for source in run_sources():
         try:
-            if _present(source, store):
+            if present(source, store):
                 found += [_source_view(source, r) for r in source.list_runs(store, limit=limit)]
         except Exception as exc:
-            _warn(source, exc)
+            warn(source, exc)
     found.sort(key=lambda v: v.info.updated_at, reverse=True)
     return found[:limit]
-
-
-class Located:
-    """A run found in the store (`source` None) or in a run source."""
-
-    def __init__(self, run_id: str, info: RunInfo | None, source: Any = None) -> None:
-        self.run_id = run_id
-        self.info = info
-        self.source = source
-
-    @property
-    def name(self) -> str:
-        """`agentrewind` or the run source's name."""
-        return "agentrewind" if self.source is None else str(self.source.name)
-
-
-def locate(store: Store, run_id: str) -> Located:
-    """The run `run_id` of the store, else of a run source.
-
-    Raises:
-        RunNotFoundError: Neither knows the run.
-    """
-    info = store.get_run(run_id)
-    if info is not None:
-        return Located(run_id, info)
-    for source in run_sources():
-        try:
-            if not _present(source, store):
-                continue
-            if hasattr(source, "get_run"):
-                found = source.get_run(store, run_id)
-            else:  # an older run source: a run exists when it has steps
-                found = source.load_steps(store, run_id) and RunInfo(run_id, "completed", 0, 0)
-        except Exception as exc:
-            _warn(source, exc)
-            continue
-        if found:
-            return Located(run_id, found, source)
-    raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
-
-
-def run_steps(store: Store, run_id: str) -> tuple[Located, list[StepRecord]]:
-    """The run and its steps (the run document record left out).
-
-    Raises:
-        RunNotFoundError: No such run.
-    """
-    where = locate(store, run_id)
-    if where.source is None:
-        return where, [s for s in store.load_steps(run_id) if s.kind != DOC_KIND]
-    return where, list(where.source.load_steps(store, run_id) or [])
-
-
-def labels(steps: list[StepRecord]) -> dict[str, str]:
-    """Each step id's shortest unique prefix.
-
-    At least `MIN_PREFIX` characters, and never all digits, so that it cannot be read as a
-    sequence number.
-    """
-    ids = sorted({s.step_id for s in steps})
-    out: dict[str, str] = {}
-    for i, sid in enumerate(ids):
-        common = 0
-        for other in (ids[i - 1] if i else "", ids[i + 1] if i + 1 < len(ids) else ""):
-            n = 0
-            while n < min(len(sid), len(other)) and sid[n] == other[n]:
-                n += 1
-            common = max(common, n)
-        size = max(MIN_PREFIX, common + 1)
-        while size < len(sid) and sid[:size].isdigit():
-            size += 1
-        out[sid] = sid[:size]
-    return out
-
-
-def find_step(steps: list[StepRecord], ref: str, heads: dict[str, str] | None = None) -> StepRecord:
-    """A step by sequence number, full id, unique id prefix, or branch name.
-
-    Raises:
-        RunNotFoundError: Nothing or more than one step matches (the candidates are named).
-    """
-    ref = ref.strip()
-    if heads and ref in heads:
-        ref = heads[heads[ref]] if ref == "HEAD" and heads[ref] in heads else heads[ref]
-    exact = [s for s in steps if s.step_id == ref]
-    if exact:
-        return exact[0]
-    if ref.isdigit():
-        by_seq = [s for s in steps if s.seq == int(ref)]
-        if len(by_seq) == 1:
-            return by_seq[0]
-    found = [s for s in steps if s.step_id.startswith(ref)] if len(ref) >= 4 else []
-    if not found and len(ref) >= 6:  # ids printed by older versions: their last digits
-        found = [s for s in steps if s.step_id.endswith(ref)]
-    if len(found) == 1:
-        return found[0]
-    if found:
-        names = labels(steps)
-        shown = ", ".join(f"{s.seq} ({names[s.step_id]})" for s in found[:5])
-        raise RunNotFoundError(f"step {ref!r} is ambiguous: it matches {shown}")
-    seqs = f"{steps[0].seq}..{steps[-1].seq}" if steps else "none"
-    raise RunNotFoundError(
-        f"step {ref!r} matches no step: give a sequence number ({seqs}) or an id prefix "
-        "of 4 or more characters as `log` prints them"
-    )

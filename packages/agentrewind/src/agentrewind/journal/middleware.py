@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
+from ..documents.locating import Forked, fork
 from ..errors import AdapterNotFoundError, WorkflowError
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
@@ -350,6 +352,24 @@ class Middleware:
         """Async twin of `resume`."""
         wf, ctx, call = await lifecycle.auncancel(self, run_id)
         return await wf._arun_in(ctx, {"args": list(call.args), "kwargs": dict(call.kwargs)})
+
+    def fork(self, run_id: str, *, at: str | int, to: str) -> Forked:
+        """Copy a run's history up to a step into a new run `to`, for every kind of run.
+
+        `at` names the step as `agentrewind log` prints it (a sequence number or an id
+        prefix) or a branch; a journal run, a timeline and a LangGraph thread (through its run
+        source: checkpoints) all fork through this one entry point. A workflow run forked
+        keeps its recorded arguments, so `resume(to)` (or a worker) runs it on from `at`.
+
+        Raises:
+            RunNotFoundError: No such run or step.
+            DocumentError: `to` exists already, or the run's source cannot fork.
+        """
+        return fork(self.store, run_id, str(at), to)
+
+    async def afork(self, run_id: str, *, at: str | int, to: str) -> Forked:
+        """Async twin of `fork` (in a worker thread: forking is a rare, bulk operation)."""
+        return await asyncio.to_thread(self.fork, run_id, at=at, to=to)
 
     def metrics(self, run_id: str) -> RunMetrics:
         """Totals over every execution of the run (steps, replay hits, seconds/tokens saved)."""
