@@ -500,6 +500,13 @@ async def drive(scenario: str, url: str, run_id: str) -> dict[str, Any]:
     try:
         if scenario == "three":
             return {"result": await mw.wrap(three_steps()).run(run_id=run_id, topic="pirates")}
+        if scenario in ("wf-three", "wf-recover"):  # the workflow registered as a workflow
+            wf = mw.workflow("three-steps", mw.wrap(three_steps()))
+            if scenario == "wf-three":
+                return {"result": await wf.arun(topic="pirates", run_id=run_id)}
+            report = await mw.arecover()
+            return {"outcomes": [[o.run_id, o.workflow, o.outcome] for o in report.outcomes],
+                    "result": report.outcomes[0].result if report.outcomes else None}  # fmt: skip
         if scenario == "parallel":
             return {"result": await mw.wrap(Parallel(timeout=30)).run(run_id=run_id)}
         if scenario == "agent":

@@ -89,3 +89,16 @@ def test_rerun_of_an_answered_run_reuses_the_answer(durable_url, side):
     with agentrewind.connect(durable_url) as store:
         answers = [s for s in store.load_steps("mail-2") if s.name == "human_response"]
     assert [a.status for a in answers] == ["completed"]
+
+
+def test_a_workflow_registered_as_a_workflow_is_recovered_after_a_sigkill(durable_url, side):
+    # issue 24: registered with middleware.workflow(name, wrapped), killed inside step two
+    assert run_flow("wf-three", durable_url, "wfjob-1", side, crash="draft") == -9
+    resumed = resume_here("wf-recover", durable_url, "wfjob-1", side)
+    assert resumed["outcomes"] == [["wfjob-1", "three-steps", "completed"]]
+    assert resumed["result"]["words"] == 4
+    # no LLM call paid twice: step one's and step two's completed calls replayed
+    assert side.count("llm:plan pirates") == 1
+    assert side.count("llm:outline PLAN PIRATES") == 1
+    assert side.count("llm:write OUTLINE PLAN PIRATES") == 1
+    assert side.count("step:plan") == 1 and side.count("step:publish") == 1

@@ -217,10 +217,15 @@ def body_of(obj: Any) -> Callable[..., Any]:
         invoke.__qualname__ = f"invoke[{type(obj).__qualname__}]"
         return invoke
     run_method = getattr(obj, "run", None)
-    if run_method is not None and inspect.iscoroutinefunction(run_method):
+    if run_method is not None and not isinstance(obj, type):
 
         async def run(**kwargs: Any) -> Any:
-            return await run_method(**kwargs)
+            from .context import current_run
+
+            active = current_run()
+            if active is not None:
+                kwargs.setdefault("run_id", active.run_id)
+            return await run_method(**kwargs)  # a LlamaIndex handler is awaitable
 
         run.__qualname__ = f"run[{type(obj).__qualname__}]"
         return run
