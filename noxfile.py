@@ -45,6 +45,19 @@ def docs_blocks(session: nox.Session, framework: str) -> None:
         session.run("pytest", "tests/docs", "-q", "-k", framework)
 
 
+def apt_install(session: nox.Session, binary: str, *packages: str) -> None:
+    """Install Debian packages when `binary` is missing and we may (root, apt-get); a fresh
+    machine's package lists may be empty, so one `apt-get update` is tried on failure."""
+    if Path(binary).exists() or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return
+    install = ("apt-get", "install", "-y", "--no-install-recommends", *packages)
+    try:
+        session.run(*install, external=True)
+    except Exception:
+        session.run("apt-get", "update", external=True)
+        session.run(*install, external=True)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
@@ -105,6 +118,8 @@ def reliability(session: nox.Session) -> None:
     LangGraph for the saver's."""
     groups = ("test", "test-langgraph", "test-celery")
     sync(session, "redis", "postgres", "langgraph", groups=groups)
+    # PgBouncer in transaction mode in front of a scratch database (the tests start their own)
+    apt_install(session, "/usr/sbin/pgbouncer", "pgbouncer")
     session.run("pytest", "tests/reliability", *session.posargs)
 
 
@@ -116,8 +131,7 @@ def ui(session: nox.Session) -> None:
     Screenshots of every page go to .artifacts/ui/.
     """
     sync(session, "redis", "langgraph", groups=("test", "ui-test", "test-langgraph"))
-    if not Path("/usr/bin/chromium").exists() and os.geteuid() == 0 and shutil.which("apt-get"):
-        session.run("apt-get", "install", "-y", "chromium", "chromium-driver", external=True)
+    apt_install(session, "/usr/bin/chromium", "chromium", "chromium-driver")
     # Without Chromium (no root, no apt) the browser tests skip and say why, unless
     # AGENTREWIND_REQUIRE_BROWSER=1 (set by .ci/run) turns the skip into a failure.
     env = {"AGENTREWIND_REQUIRE_BROWSER": os.environ.get("AGENTREWIND_REQUIRE_BROWSER", "0")}
