@@ -38,6 +38,7 @@ from .errors import (
     SchemaVersionError,
     SerializationError,
     StoreBusyError,
+    StoreClosedError,
     StoreError,
     StoreUnavailableError,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreBusyError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
     "Subscription",

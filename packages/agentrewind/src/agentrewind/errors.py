@@ -18,6 +18,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "StoreBusyError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
 ]
@@ -36,6 +37,13 @@ class StoreUnavailableError(StoreError):
 
     Nothing was written by the operation that raised it: every write is one atomic
     transaction (SQLite) or one atomic script (Redis).
+    """
+
+
+class StoreClosedError(StoreError):
+    """The store was closed: `close()` waited for the operations in flight, then refused new ones.
+
+    Nothing was written by the operation that raised it. Open the store again to use it.
     """
 
 
