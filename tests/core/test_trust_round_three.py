@@ -7,12 +7,24 @@ imported (and readers then spun), and the smaller findings (viewer numbers, huge
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import dataclasses
+import json
+import socket
+import threading
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import agentrewind
 from agentrewind import LeaseLostError, Timeline
+from agentrewind.ui import ViewerServer, make_server
+from cli_support import batch
 
 
 # -- item 2: a timeline writer paused past its lease ------------------------------------------
@@ -66,5 +78,114 @@ def test_a_lapsed_timeline_writer_is_refused_while_the_new_owner_holds_it(store_
             a.checkpoint({"by": "a"})
         b.close()
         assert [c.state["by"] for c in Timeline("agent", store=store).history()] == ["b", "a"]
+    finally:
+        store.close()
+
+
+# -- item 8: checkpoints whose parents form a cycle -------------------------------------------
+def _timeline_doc(store: agentrewind.Store, name: str) -> dict[str, Any]:
+    with Timeline(name, store=store) as tl:
+        for n in range(3):
+            tl.checkpoint({"n": n})
+    return agentrewind.export_run(store, name).to_dict()
+
+
+def _cyclic(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with its first checkpoint's parent set to its last one."""
+    doc = copy.deepcopy(doc)
+    cps = [s for s in doc["steps"] if s["kind"] == "checkpoint"]
+    cps[0]["parent_id"] = cps[-1]["step_id"]
+    return doc
+
+
+def test_import_refuses_a_document_whose_parents_form_a_cycle(store_url: str) -> None:
+    store = agentrewind.connect(store_url)
+    try:
+        doc = _cyclic(_timeline_doc(store, "good"))
+        for source in (doc, json.dumps(doc), agentrewind.RunDocument(**{
+            k: v for k, v in doc.items() if k not in ("format", "version")
+        })):  # fmt: skip
+            with pytest.raises(agentrewind.DocumentError, match="cycle"):
+                agentrewind.import_run(store, source, run_id="crafted")
+            assert store.get_run("crafted") is None and store.load_steps("crafted") == []
+        assert any("cycle" in i.message for i in agentrewind.validate(doc))
+    finally:
+        store.close()
+
+
+def test_readers_stop_on_a_cycle_already_in_the_store(store_url: str) -> None:
+    store = agentrewind.connect(store_url)
+    try:
+        _timeline_doc(store, "tl")
+        cps = [r for r in store.load_steps("tl") if r.kind == "checkpoint"]
+        # a crafted or damaged store: written under the lease-free tools' path (owner=None)
+        store.put_steps([dataclasses.replace(cps[0], parent_id=cps[-1].step_id)])
+        with pytest.raises(agentrewind.CheckpointCycleError, match="form a cycle"):
+            Timeline("tl", store=store)
+        with pytest.raises(agentrewind.CheckpointCycleError):
+            asyncio.run(Timeline.aopen("tl", store=store))
+        if not store_url.startswith("memory"):
+            url = store_url
+            for argv in (["branches", "tl"], ["tree", "tl"], ["log", "tl"]):
+                (result,) = batch([*argv, "--store", url])
+                if argv[0] == "log":  # the journal view lists steps: no walk, no cycle
+                    assert result.code == 0, result.err
+                    continue
+                assert result.code != 0 and "Traceback" not in result.err, result.err
+                assert "CheckpointCycleError" in result.err or "cycle" in result.err
+        server = make_server(store, "127.0.0.1", 0)
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            status, body = _get(server, "/api/runs/tl/graph")
+            assert status == 400 and "cycle" in body["error"]
+        finally:
+            server.shutdown()
+            server.server_close()
+    finally:
+        store.close()
+
+
+# -- smaller items: the viewer's numbers and idle connections, huge seq ------------------------
+def _get(server: ViewerServer, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(server.url.rstrip("/") + path, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+
+
+def test_the_viewer_answers_bad_numbers_with_400_and_drops_idle_connections(
+    tmp_path: Path,
+) -> None:
+    store = agentrewind.connect(f"sqlite:///{tmp_path / 'ui.db'}")
+    store.begin_run("r")
+    server = make_server(store, "127.0.0.1", 0, idle_timeout=0.5)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        for bad in ("99999999999999999999", "-1", "0", "abc", "1e3", "%C2%B2", "%20"):
+            for path in ("/api/runs", "/api/metrics", "/api/runs/r/metrics"):
+                status, body = _get(server, f"{path}?limit={bad}")
+                assert status == 400 and "limit must be" in body["error"], (path, bad, body)
+        assert _get(server, "/api/runs?limit=2")[0] == 200
+        host, port = server.server_address[:2]
+        with socket.create_connection((str(host), port), timeout=10) as idle:
+            assert idle.recv(1) == b""  # the viewer closed it (before: held open forever)
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+
+
+def test_import_of_a_seq_no_store_can_hold_is_one_named_error(store_url: str) -> None:
+    store = agentrewind.connect(store_url)
+    try:
+        doc = _timeline_doc(store, "src")
+        doc["steps"][-1]["seq"] = 2**70
+        with pytest.raises(agentrewind.DocumentError, match=r"seq: must be <= 9223372036854775807"):
+            agentrewind.import_run(store, doc, run_id="huge")
+        assert store.get_run("huge") is None and store.load_steps("huge") == []
     finally:
         store.close()

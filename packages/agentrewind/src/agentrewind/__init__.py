@@ -25,6 +25,7 @@ from .documents import (
 from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
+    CheckpointCycleError,
     CorruptRecordError,
     DataLostError,
     DecryptionError,
@@ -90,6 +91,7 @@ __all__ = [
     "CallEvent",
     "Checkpoint",
     "CheckpointContext",
+    "CheckpointCycleError",
     "Codec",
     "CompositeStrategy",
     "CorruptRecordError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
+    "CheckpointCycleError",
     "CorruptRecordError",
     "DataLostError",
     "DecryptionError",
@@ -62,6 +63,20 @@ class SchemaVersionError(StoreError):
 
 class CorruptRecordError(StoreError):
     """A stored record failed its checksum or could not be parsed."""
+
+
+class CheckpointCycleError(CorruptRecordError):
+    """A run's steps name parents that form a cycle (a crafted or damaged store).
+
+    Readers (`Timeline`, `agentrewind branches` and `tree`, the viewer) stop with it rather
+    than walk the cycle forever; `import` refuses such a document before writing anything.
+    """
+
+    def __init__(self, run_id: str, cycle: list[str]) -> None:
+        shown = " -> ".join(cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
+        super().__init__(f"run {run_id!r}: the parents of its checkpoints form a cycle ({shown})")
+        self.run_id = run_id
+        self.cycle = cycle
 
 
 class SerializationError(AgentRewindError):
