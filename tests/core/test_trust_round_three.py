@@ -8,14 +8,19 @@ imported (and readers then spun), and the smaller findings (viewer numbers, huge
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import json
+import os
+import re
+import signal
 import socket
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ import agentrewind
 from agentrewind import LeaseLostError, Timeline
 from agentrewind.ui import ViewerServer, make_server
 from cli_support import batch
+from redis_support import RedisServer
 
 
 # -- item 2: a timeline writer paused past its lease ------------------------------------------
@@ -188,4 +194,91 @@ def test_import_of_a_seq_no_store_can_hold_is_one_named_error(store_url: str) ->
             agentrewind.import_run(store, doc, run_id="huge")
         assert store.get_run("huge") is None and store.load_steps("huge") == []
     finally:
+        store.close()
+
+
+# -- smaller items: Redis errors say what happened --------------------------------------------
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test alone (it is frozen, flushed or filled up)."""
+    server = RedisServer(tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.proc.pid, signal.SIGCONT)
+        server.kill()
+
+
+def test_redis_out_of_memory_is_a_named_error_without_the_scripts_sha(
+    own_redis: RedisServer,
+) -> None:
+    import redis
+
+    store = agentrewind.connect(own_redis.url, persistence_warning=False)
+    try:
+        store.begin_run("kept")
+        admin = redis.Redis.from_url(own_redis.url)
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        try:
+            for call in (lambda: store.begin_run("r"), lambda: asyncio.run(store.abegin_run("r"))):
+                with pytest.raises(agentrewind.StoreError, match="out of memory") as caught:
+                    call()
+                assert not re.search(r"[0-9a-f]{40}", str(caught.value)), caught.value
+        finally:
+            admin.config_set("maxmemory", 0)
+            admin.close()
+        assert store.get_run("r") is None and store.get_run("kept") is not None
+    finally:
+        store.close()
+
+
+def test_data_lost_on_redis_names_the_run(own_redis: RedisServer) -> None:
+    import redis
+
+    store = agentrewind.connect(own_redis.url, persistence_warning=False)
+    try:
+        assert store.acquire_lease("r1", "me", 30).acquired
+        redis.Redis.from_url(own_redis.url).flushall()  # a restart without persistence
+        with pytest.raises(agentrewind.DataLostError, match="run 'r1'"):
+            store.begin_run("r1", owner="me")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_frozen_redis_fails_a_run_after_one_socket_timeout(
+    own_redis: RedisServer, mode: str
+) -> None:
+    """The run's `with` block ends with `StoreUnavailableError` within 1 x socket_timeout (plus
+    a second): its status and lease writes, which would wait again, are not attempted."""
+    assert own_redis.proc is not None
+    store = agentrewind.connect(f"{own_redis.url}?socket_timeout=1", persistence_warning=False)
+    mw = agentrewind.Middleware(store)
+
+    def sync() -> None:
+        with mw.run("r") as run:
+            run.step("a", lambda: 1)
+            os.kill(own_redis.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            run.step("b", lambda: 2)
+
+    async def one() -> int:
+        return 1
+
+    async def asy() -> None:
+        async with mw.run("r") as run:
+            await run.step("a", one)
+            os.kill(own_redis.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            await run.step("b", one)
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(agentrewind.StoreUnavailableError, match="did not answer in time"):
+            sync() if mode == "sync" else asyncio.run(asy())
+        waited = time.monotonic() - started
+        assert waited < 1.0 + 1.0, f"blocked {waited:.1f}s for a 1s socket_timeout (3x before)"
+    finally:
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
         store.close()

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from ..errors import AdapterNotFoundError
+from ..errors import AdapterNotFoundError, StoreUnavailableError
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
@@ -89,7 +89,7 @@ class RunContext:
         if self._reused is not None:
             return
         CURRENT_RUN.reset(self._token)
-        self.run._close(failed=exc_type is not None)
+        self.run._close(failed=exc_type is not None, unreachable=_unreachable(exc_type))
 
     async def __aenter__(self) -> Run:
         self._reused = self._active()
@@ -109,7 +109,7 @@ class RunContext:
         if self._reused is not None:
             return
         CURRENT_RUN.reset(self._token)
-        await self.run._aclose(failed=exc_type is not None)
+        await self.run._aclose(failed=exc_type is not None, unreachable=_unreachable(exc_type))
 
 
 class Middleware:
@@ -293,6 +293,11 @@ class Middleware:
         """Close the store if this middleware opened it from a URL."""
         if self._owns_store:
             self.store.close()
+
+
+def _unreachable(exc_type: type[BaseException] | None) -> bool:
+    """The run ends because its store did not answer (its final writes would wait again)."""
+    return exc_type is not None and issubclass(exc_type, StoreUnavailableError)
 
 
 def _adapters() -> tuple[Adapter, ...]:

@@ -163,8 +163,17 @@ class Run:
             self._emit("lease_lost")
         self._emit("run_ended")
 
-    def _close(self, failed: bool) -> None:
+    def _close(self, failed: bool, unreachable: bool = False) -> None:
+        """End the run: its status, then its lease.
+
+        `unreachable`: the run failed because the store did not answer. Then neither is
+        written (each would wait its timeout again, tripling the caller's wait): the lease
+        runs out and the run lists as `crashed`, to be resumed.
+        """
         self._stop_keeper(failed)
+        if unreachable:
+            retire_lease_owner(self.owner)
+            return
         store = self.middleware.store
         try:
             if not self._lease_lost():
@@ -173,8 +182,11 @@ class Run:
         finally:
             self._drop_lease()
 
-    async def _aclose(self, failed: bool) -> None:
+    async def _aclose(self, failed: bool, unreachable: bool = False) -> None:
         self._stop_keeper(failed, wait=False)
+        if unreachable:  # as in `_close`
+            retire_lease_owner(self.owner)
+            return
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
             # the lease back after the release below.
