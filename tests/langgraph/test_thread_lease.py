@@ -5,6 +5,7 @@ Before it, two savers on one thread interleaved their checkpoints into one histo
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import threading
 import time
@@ -14,8 +15,9 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from agentrewind import LeaseLostError, RunLockedError
+from agentrewind import DataLostError, LeaseLostError, RunLockedError
 from agentrewind_langgraph import RewindSaver
+from cli_support import batch
 
 
 class State(TypedDict):
@@ -145,3 +147,75 @@ def test_a_saver_whose_lease_lapsed_writes_nothing(saver_url: str) -> None:
             leases._held.clear()
         with pytest.raises(RunLockedError):  # its next invocation finds B holding the thread
             simple.compile(checkpointer=a).invoke({"items": []}, cfg(thread))
+
+
+# -- issue 23, item 1: deletes respect the thread's lease -------------------------------------
+def _run_paused(saver: RewindSaver, thread: str) -> tuple[Any, threading.Event, list[Any]]:
+    """Start the paused graph on `saver` in a thread; returns (worker, gate, outcome)."""
+    gate, entered = threading.Event(), threading.Event()
+    graph = paused_graph(gate, entered).compile(checkpointer=saver)
+    outcome: list[Any] = []
+
+    def drive() -> None:
+        try:
+            outcome.append(graph.invoke({"items": []}, cfg(thread), durability="sync"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=drive)
+    worker.start()
+    assert entered.wait(10)
+    return worker, gate, outcome
+
+
+def test_a_leased_thread_is_not_deleted_under_its_owner(saver_url: str) -> None:
+    thread = uuid.uuid4().hex
+    with RewindSaver(saver_url, lease=True) as a, RewindSaver(saver_url) as b:
+        worker, gate, outcome = _run_paused(a, thread)
+        before = _history(a, thread)
+        with pytest.raises(RunLockedError, match="not deleted"):
+            b.delete_thread(thread)
+        with pytest.raises(RunLockedError, match="not deleted"):
+            asyncio.run(b.adelete_thread(thread))
+        assert _history(b, thread) == before  # nothing lost
+        gate.set()
+        worker.join()
+        assert outcome == [{"items": ["first", "slow", "last"]}]
+        assert a.get_tuple(cfg(thread)).checkpoint["channel_values"]["items"] == [  # type: ignore[union-attr]
+            "first", "slow", "last",
+        ]  # fmt: skip
+    with RewindSaver(saver_url) as c:  # the owner closed (its lease freed): the delete goes
+        c.delete_thread(thread)
+        assert c.get_tuple(cfg(thread)) is None
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_forced_delete_stops_the_owner_with_data_lost_error(saver_url: str, mode: str) -> None:
+    thread = uuid.uuid4().hex
+    with RewindSaver(saver_url, lease=True) as a, RewindSaver(saver_url) as b:
+        worker, gate, outcome = _run_paused(a, thread)
+        if mode == "sync":
+            b.delete_thread(thread, force=True)
+        else:
+            asyncio.run(b.adelete_thread(thread, force=True))
+        gate.set()
+        worker.join()
+        assert len(outcome) == 1 and isinstance(outcome[0], DataLostError), outcome
+        assert thread in str(outcome[0])
+        assert b.get_tuple(cfg(thread)) is None  # the late checkpoint did not come back
+
+
+def test_cli_prune_skips_a_leased_thread_unless_forced(saver_url: str) -> None:
+    thread = uuid.uuid4().hex
+    with RewindSaver(saver_url, lease=True) as a:
+        worker, gate, outcome = _run_paused(a, thread)
+        before = _history(a, thread)
+        (kept,) = batch(["prune", "--keep-last", "0", "-y", "--store", saver_url])
+        assert f"skipped 1 run(s) another process is driving (live lease): {thread}" in kept.out
+        assert f"deleted {thread}" not in kept.out
+        assert _history(a, thread) == before
+        (forced,) = batch(["prune", "--keep-last", "0", "-y", "--force", "--store", saver_url])
+        assert f"deleted {thread}" in forced.out, forced.out + forced.err
+        gate.set()
+        worker.join()
+        assert len(outcome) == 1 and isinstance(outcome[0], DataLostError), outcome

@@ -353,6 +353,40 @@ def test_timeline_sigstop(url: str) -> None:
     report("timeline-sigstop", url, TRIES, anomalies, locked)
 
 
+def test_timeline_sigstop_past_a_new_owner_that_left(url: str) -> None:
+    """A is stopped past its lease; B takes the timeline, checkpoints and closes (the lease is
+    free again); A wakes: its next checkpoint is refused (`LeaseLostError`), B's head stays."""
+    rng = random.Random()
+    anomalies: list[str] = []
+    locked = 0
+    store = agentrewind.connect(url)
+    try:
+        for t in range(TRIES):
+            name = unique("tl")
+            a = spawn("timeline", url, name, 1000, LEASE, 0.005)
+            expect(a, "ready")
+            stop_past_lease(a, rng, 0.4)
+            b = spawn("timeline", quick(url), name, 5, 5.0, 0.0)
+            code_b, out_b, err_b = finish(b)
+            if code_b != 0:
+                if not locked_out(url, err_b):
+                    anomalies.append(f"try {t}: the new writer failed: {out_b} {err_b[-300:]}")
+                locked += 1
+                unstick(a)
+                continue
+            head = store.get_heads(name).get("main")
+            a.send_signal(signal.SIGCONT)
+            code_a, out_a, _ = finish(a)
+            if code_a != 3 or "lost LeaseLostError" not in out_a:
+                anomalies.append(f"try {t}: the stale writer said {out_a!r} ({code_a})")
+            if store.get_heads(name).get("main") != head:
+                anomalies.append(f"try {t}: the stale writer moved the new owner's head")
+            anomalies += [f"try {t}: {x}" for x in _timeline_anomalies(store, name, a.pid, b.pid)]
+    finally:
+        store.close()
+    report("timeline-sigstop-left", url, TRIES, anomalies, locked)
+
+
 # -- the LangGraph saver ------------------------------------------------------------------------
 def _graph_anomalies(
     url: str, thread: str, nodes: int, done: list[tuple[int, int]], a: int, b: int

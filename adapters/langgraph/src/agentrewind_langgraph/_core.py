@@ -7,6 +7,7 @@ the same `_*_op` helpers here, so the two APIs cannot drift apart.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import time
 import weakref
@@ -25,11 +26,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentrewind.adapters import Encryption
+from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owner
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
-from ._lease import ThreadLeases
+from ._lease import ThreadLeases, delete_claim, deleted_error, lease_name
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
 from ._rows import (
     collect_history,
@@ -280,7 +281,7 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:
         if not accepted:
             self._deltas.forget(row.thread_id)
-            log.warning("late write to a deleted LangGraph thread ignored")
+            self._writes_stored(accepted, row.thread_id)
         return thread_config(row.thread_id, row.cns, row.checkpoint_id)
 
     def put_writes(
@@ -299,7 +300,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             task_path: The task's path (orders writes with `writes_sort_key`).
         """
         for op in self._put_writes_ops(config, writes, task_id, task_path):
-            self._writes_stored(self.backend.execute(op))
+            self._writes_stored(self.backend.execute(op), str(config["configurable"]["thread_id"]))
 
     def _put_writes_ops(
         self,
@@ -339,20 +340,49 @@ class SaverCore(BaseCheckpointSaver[str]):
                     self._store_held(w)
 
     def _store_held(self, w: HeldWrites) -> None:
-        self._writes_stored(self.backend.execute(self._held_op(w)))
+        self._writes_stored(self.backend.execute(self._held_op(w)), w.thread_id)
 
-    @staticmethod
-    def _writes_stored(accepted: bool) -> None:
-        if not accepted:
-            log.warning("late write to a deleted LangGraph thread ignored")
+    def _writes_stored(self, accepted: bool, thread_id: str) -> None:
+        """A write the tombstone of a deleted thread refused: logged, or (leased) raised."""
+        if accepted:
+            return
+        if self._leases is not None:  # its owner must know: the graph's state is not stored
+            raise deleted_error(thread_id)
+        log.warning("late write to a deleted LangGraph thread ignored")
 
-    def delete_thread(self, thread_id: str) -> None:
+    def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
         """Delete every checkpoint, value and write of a thread (all namespaces).
 
         Writes that arrive later for the deleted history are ignored (a tombstone), so an
         in-flight run cannot bring the thread back; a new run on the same id starts fresh.
+        A thread another saver holds the lease of (`lease=True`) is not deleted unless
+        `force` (then that saver's next write raises `DataLostError`).
+
+        Raises:
+            RunLockedError: Another live saver holds the thread's lease (without `force`).
         """
-        self.backend.execute(self._delete_thread_op(thread_id))
+        thread_id, owner = str(thread_id), self._delete_owner()
+        try:
+            claim = delete_claim(thread_id, owner, force)
+            with contextlib.suppress(StopIteration):
+                call = next(claim)
+                while True:
+                    name, args, kwargs = call
+                    call = claim.send(getattr(self.store, name)(*args, **kwargs))
+            self.backend.execute(self._delete_thread_op(thread_id))
+        finally:
+            self.store.release_lease(lease_name(thread_id), owner)
+            self._deleted(thread_id, owner)
+
+    def _delete_owner(self) -> str:
+        """The lease owner a delete holds the thread's lease under."""
+        return self._leases.owner if self._leases is not None else make_lease_owner()
+
+    def _deleted(self, thread_id: str, owner: str) -> None:
+        if self._leases is not None:
+            self._leases.deleted(thread_id)
+        else:
+            retire_lease_owner(owner)
 
     def _delete_thread_op(self, thread_id: str) -> Any:
         self._flush(str(thread_id), forget=True)  # held writes of a deleted thread: dropped

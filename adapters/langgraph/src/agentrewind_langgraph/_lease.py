@@ -8,6 +8,11 @@ saver whose lease lapsed (its process was paused or cut off longer than `lease_t
 `LeaseLostError` on its next write, which is not applied. On SQLite and PostgreSQL the lease
 is also checked inside each write's transaction; on Redis only just before the write (the
 thread's keys and its lease live in different hash slots).
+
+Deletes respect the lease, as the core's do: `delete_thread` of a thread another saver holds
+is refused with `RunLockedError` (any saver, leased or not); with `force=True` it deletes the
+thread and its lease, and the owner's next write fails with `DataLostError` (never a silently
+dropped checkpoint).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from agentrewind.adapters import (
+    DataLostError,
     LeaseLostError,
     RunLockedError,
     Store,
@@ -26,9 +32,53 @@ from agentrewind.adapters import (
     retire_lease_owner,
 )
 
-__all__ = ["ThreadLeases"]
+__all__ = ["ThreadLeases", "delete_claim", "deleted_error"]
 
 T = TypeVar("T")
+
+VANISHED = "\x00vanished"
+"""Marks a lease lost because it vanished under a live holder (a forced delete of the thread)."""
+
+DELETE_TTL = 30.0
+"""Seconds a delete holds the thread's lease (it releases it as soon as it is done)."""
+
+
+def deleted_error(thread_id: str) -> DataLostError:
+    """The error for a write of a leased saver whose thread was deleted under it."""
+    return DataLostError(
+        thread_id,
+        "this LangGraph thread was deleted (with force=True, or its lease vanished) while "
+        "this saver held its lease; the checkpoint was not written and the graph must stop "
+        "(a new invocation starts the thread afresh)",
+    )
+
+
+def delete_claim(
+    thread_id: str, owner: str, force: bool
+) -> Generator[tuple[str, tuple[Any, ...], dict[str, Any]], Any, None]:
+    """Take the thread's lease for a delete: the store calls to make (a flow, sync or async).
+
+    Yields `(store method, args, kwargs)`; sends back each result. The delete runs while
+    `owner` holds the lease (so a leased writer's writes are fenced off meanwhile), and
+    releases it after.
+
+    Raises:
+        RunLockedError: Another live saver holds the thread's lease and `force` is false;
+            nothing was deleted.
+    """
+    name = lease_name(thread_id)
+    result = yield ("acquire_lease", (name, owner, DELETE_TTL), {})
+    if result.acquired:
+        return
+    if not force:
+        err = RunLockedError(thread_id, result[1], result[2])
+        err.args = (f"{err.args[0]}; not deleted (pass force=True to delete it anyway)",)
+        raise err
+    # Forced: drop the holder's lease, so its next write fails with `DataLostError`.
+    yield ("delete_run", (name,), {"force": True})
+    result = yield ("acquire_lease", (name, owner, DELETE_TTL), {})
+    if not result.acquired:  # pragma: no cover - another writer took it in between
+        raise RunLockedError(thread_id, result[1], result[2])
 
 
 def lease_name(thread_id: str) -> str:
@@ -66,6 +116,8 @@ class ThreadLeases:
         with self._lock:
             lost = self._lost.get(thread_id)
             renewed = self._held.get(thread_id)
+        if lost == VANISHED:
+            raise deleted_error(thread_id)
         if lost is not None:
             raise LeaseLostError(lease_name(thread_id), lost, 0.0, writer=self.owner)
         now = time.monotonic()
@@ -101,8 +153,7 @@ class ThreadLeases:
                 try:
                     return (yield from fenced_flow(name, owner, op()))
                 except LeaseLostError as exc:
-                    self._mark_lost(thread_id, exc.owner)
-                    raise
+                    raise self._fenced_off(thread_id, exc) from exc
 
             return flow
         fenced_in = getattr(self.store, "fenced_in", None)
@@ -118,11 +169,28 @@ class ThreadLeases:
                 if check is not None:
                     check(conn, name, owner)
             except LeaseLostError as exc:
-                self._mark_lost(thread_id, exc.owner)
-                raise
+                raise self._fenced_off(thread_id, exc) from exc
             return op(conn)
 
         return txn
+
+    def _fenced_off(self, thread_id: str, exc: LeaseLostError) -> Exception:
+        """What a write the store fenced off raises: the lease vanished, or another took it.
+
+        `hold` checked just before that this saver's lease was within its ttl, so a lease
+        nobody holds was deleted under it (a forced delete), not expired.
+        """
+        if exc.owner:
+            self._mark_lost(thread_id, exc.owner)
+            return exc
+        self._mark_lost(thread_id, VANISHED)
+        return deleted_error(thread_id)
+
+    def deleted(self, thread_id: str) -> None:
+        """This saver deleted the thread itself: forget its lease (the delete released it)."""
+        with self._lock:
+            self._held.pop(thread_id, None)
+            self._lost.pop(thread_id, None)
 
     def reset(self, thread_id: str) -> None:
         """Forget a lapsed lease when a new invocation reads the thread (it takes it again)."""
@@ -152,8 +220,8 @@ class ThreadLeases:
                     with self._lock:
                         if thread_id in self._held:
                             self._held[thread_id] = sent
-                else:
-                    self._mark_lost(thread_id, result[1])
+                else:  # nobody holds it within its ttl: it was deleted under this saver
+                    self._mark_lost(thread_id, result[1] or VANISHED)
 
     def close(self) -> None:
         """Stop renewing and free every lease this saver holds."""

@@ -178,12 +178,16 @@ class LangGraphRuns:
             tup = saver.get_tuple(_conf(run_id, ns, step.step_id))
         return None if tup is None else _jsonable(tup.checkpoint.get("channel_values", {}))
 
-    def delete_run(self, store: Store, run_id: str) -> bool:
-        """Delete a thread with all its checkpoints; True if it existed."""
+    def delete_run(self, store: Store, run_id: str, *, force: bool = False) -> bool:
+        """Delete a thread with all its checkpoints; True if it existed.
+
+        Raises:
+            RunLockedError: A saver with `lease=True` is writing the thread (without `force`).
+        """
         if self.get_run(store, run_id) is None:
             return False
         with _saver(store) as saver:
-            saver.delete_thread(run_id)
+            saver.delete_thread(run_id, force=force)
         return True
 
     def fork_run(self, store: Store, run_id: str, at: str, to: str) -> int:

@@ -9,6 +9,7 @@ loop itself, else on the backend's writer thread and a small pool of reader thre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -25,6 +26,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ._core import SaverCore
+from ._lease import delete_claim, lease_name
 from ._rows import query_args
 
 __all__ = ["RewindSaver"]
@@ -178,7 +180,7 @@ class RewindSaver(SaverCore):
         """Async twin of `put` (committed by the writer thread, grouped with other writes)."""
         row, before, op = self._put_op(config, checkpoint, metadata, new_versions)
         for held in before:
-            self._writes_stored(await self.backend.aexecute(self._held_op(held)))
+            self._writes_stored(await self.backend.aexecute(self._held_op(held)), held.thread_id)
         return self._stored(row, await self.backend.aexecute(op))
 
     async def aput_writes(
@@ -190,17 +192,30 @@ class RewindSaver(SaverCore):
     ) -> None:
         """Async twin of `put_writes`."""
         for op in self._put_writes_ops(config, writes, task_id, task_path):
-            self._writes_stored(await self.backend.aexecute(op))
+            self._writes_stored(
+                await self.backend.aexecute(op), str(config["configurable"]["thread_id"])
+            )
 
     async def _aflush(self, thread_id: str | None = None) -> None:
         """Async twin of `_flush`."""
         if self._buffer is not None:
             for w in self._buffer.take(thread_id):
-                self._writes_stored(await self.backend.aexecute(self._held_op(w)))
+                self._writes_stored(await self.backend.aexecute(self._held_op(w)), w.thread_id)
 
-    async def adelete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
         """Async twin of `delete_thread`."""
-        await self.backend.aexecute(self._delete_thread_op(thread_id))
+        thread_id, owner = str(thread_id), self._delete_owner()
+        try:
+            claim = delete_claim(thread_id, owner, force)
+            with contextlib.suppress(StopIteration):
+                call = next(claim)
+                while True:
+                    name, args, kwargs = call
+                    call = claim.send(await getattr(self.store, f"a{name}")(*args, **kwargs))
+            await self.backend.aexecute(self._delete_thread_op(thread_id))
+        finally:
+            await self.store.arelease_lease(lease_name(thread_id), owner)
+            self._deleted(thread_id, owner)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async twin of `delete_for_runs`."""

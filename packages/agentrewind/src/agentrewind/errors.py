@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
+    "CheckpointCycleError",
     "CorruptRecordError",
     "DataLostError",
     "DecryptionError",
@@ -22,6 +23,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "StoreBusyError",
+    "StoreClosedError",
     "StoreError",
     "StoreUnavailableError",
     "WorkflowError",
@@ -45,6 +47,13 @@ class StoreUnavailableError(StoreError):
     """
 
 
+class StoreClosedError(StoreError):
+    """The store was closed: `close()` waited for the operations in flight, then refused new ones.
+
+    Nothing was written by the operation that raised it. Open the store again to use it.
+    """
+
+
 class StoreBusyError(StoreError):
     """The store stayed locked by another writer past the wait budget; nothing was written.
 
@@ -60,6 +69,20 @@ class SchemaVersionError(StoreError):
 
 class CorruptRecordError(StoreError):
     """A stored record failed its checksum or could not be parsed."""
+
+
+class CheckpointCycleError(CorruptRecordError):
+    """A run's steps name parents that form a cycle (a crafted or damaged store).
+
+    Readers (`Timeline`, `agentrewind branches` and `tree`, the viewer) stop with it rather
+    than walk the cycle forever; `import` refuses such a document before writing anything.
+    """
+
+    def __init__(self, run_id: str, cycle: list[str]) -> None:
+        shown = " -> ".join(cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
+        super().__init__(f"run {run_id!r}: the parents of its checkpoints form a cycle ({shown})")
+        self.run_id = run_id
+        self.cycle = cycle
 
 
 class SerializationError(AgentRewindError):

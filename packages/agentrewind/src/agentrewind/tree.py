@@ -7,9 +7,9 @@ linear history renders as 10,000 lines, not 10,000 levels.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["TreeNode", "render_tree", "short_id"]
+__all__ = ["TreeNode", "find_cycle", "render_tree", "short_id"]
 
 _ICONS = {"active": "●", "head": "◉", "rolled_back": "○", "failed": "✗", "merge": "◆"}
 _ASCII_ICONS = {"active": "*", "head": "@", "rolled_back": "o", "failed": "x", "merge": "+"}
@@ -93,3 +93,30 @@ def render_tree(
                 )
             break
     return "\n".join(lines)
+
+
+def find_cycle(parents: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """A cycle of the parent links (`id -> its parents`), as ids in order; None if acyclic.
+
+    Parents that are not keys are ignored (a root's missing parent). Iterative: a history of
+    any length is checked without recursion, in time linear in its links.
+    """
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in parents:
+        if state.get(start):
+            continue
+        path: list[str] = [start]
+        todo: list[Iterator[str]] = [iter(parents[start])]
+        state[start] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif nxt in parents and state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt in parents and not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(parents[nxt]))
+    return None

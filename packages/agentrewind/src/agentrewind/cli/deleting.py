@@ -13,6 +13,7 @@ import sqlite3
 import time
 from typing import Any
 
+from ..errors import RunLockedError
 from ..stores import Store
 from .common import CliError, confirm, dumps, iso, open_store
 from .sources import all_runs, locate
@@ -48,11 +49,15 @@ def reclaim(store: Store) -> int | None:
     return max(before - (_size(store) or 0), 0)
 
 
-def _delete(store: Store, views: list[RunView], force: bool) -> int:
-    # Stores that fence deletes take `force` (a leased run is refused without it); the CLI
-    # has already left leased runs out unless --force was given.
+def _delete(store: Store, views: list[RunView], force: bool) -> tuple[int, list[RunView]]:
+    """Delete `views`: how many went, and those a live lease kept (LangGraph threads).
+
+    Stores that fence deletes take `force` (a leased run is refused without it); the CLI has
+    already left leased runs out unless --force was given. A run source that fences its own
+    deletes (a `RewindSaver(lease=True)` thread) refuses a leased one with `RunLockedError`.
+    """
     fenced = "force" in inspect.signature(store.delete_run).parameters
-    deleted = 0
+    deleted, refused = 0, []
     ours = [v.run_id for v in views if v.source == "agentrewind"]
     if ours and fenced:  # in batches: one transaction, or one Redis pipeline per batch
         deleted += store._delete_many(ours, force=force)[0]
@@ -62,9 +67,19 @@ def _delete(store: Store, views: list[RunView], force: bool) -> int:
                 deleted += store.delete_run(v.run_id)
         else:
             source = _sources().get(v.source)
-            if source is not None and hasattr(source, "delete_run"):
-                deleted += bool(source.delete_run(store, v.run_id))
-    return deleted
+            if source is None or not hasattr(source, "delete_run"):
+                continue
+            kwargs = {"force": force} if _takes_force(source.delete_run) else {}
+            try:
+                deleted += bool(source.delete_run(store, v.run_id, **kwargs))
+            except RunLockedError as exc:
+                v.lease = (exc.owner, time.time() + exc.expires_in)
+                refused.append(v)
+    return deleted, refused
+
+
+def _takes_force(fn: Any) -> bool:
+    return "force" in inspect.signature(fn).parameters
 
 
 def _sources() -> dict[str, Any]:
@@ -116,7 +131,9 @@ def _run(args: argparse.Namespace, store: Store, doomed: list[RunView], action: 
     if doomed and not confirm(f"delete {len(doomed)} run(s) ({names})?", yes=args.yes):
         print("nothing deleted")
         return 1
-    done = _delete(store, doomed, args.force)
+    done, kept = _delete(store, doomed, args.force)
+    doomed = [v for v in doomed if v not in kept]
+    refused += kept
     if action == "prune":
         expired = int(store.prune())  # runs whose TTL ran out: not listed, purged here
     freed = reclaim(store) if done or expired else (None if _size(store) is None else 0)

@@ -8,10 +8,11 @@ from typing import Any
 
 from ..diff import diff_states
 from ..documents import RunNotFoundError
+from ..errors import CheckpointCycleError
 from ..records import StepRecord
 from ..stores import Store
 from ..timeline import HEAD, Timeline
-from ..tree import TreeNode, render_tree
+from ..tree import TreeNode, find_cycle, render_tree
 from . import formats
 from .common import color, dumps, iso, open_store, unicode_ok
 from .sources import Located, find_step, labels, run_steps
@@ -85,6 +86,10 @@ def generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNo
     status = {"completed": "active", "failed": "failed", "started": "rolled_back"}
     ids = {s.step_id for s in steps}
     linked = any(s.parent_id in ids for s in steps)
+    if linked:  # a crafted or damaged store: no tree to draw (it would show nothing)
+        cycle = find_cycle({s.step_id: [s.parent_id] if s.parent_id else [] for s in steps})
+        if cycle is not None:
+            raise CheckpointCycleError(steps[0].run_id, cycle)
     nodes = []
     prev: str | None = None
     for s in steps:

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import AgentRewindError, RunNotFoundError
 from ..records import StepRecord
 from ..serde.tags import tree_issues
+from ..tree import find_cycle
 from .schema import check, load_schema
 
 __all__ = [
@@ -162,6 +163,11 @@ def validate(source: RunDocument | dict[str, Any] | str | bytes | Path) -> list[
             issues.append(
                 ValidationIssue(f"steps[{i}].parent_id", f"{parent!r} is not a step here")
             )
+    cycle = find_cycle(_parent_links(steps))
+    if cycle is not None:
+        issues.append(
+            ValidationIssue("steps", f"the steps' parents form a cycle: {' -> '.join(cycle[:8])}")
+        )
     heads = data.get("heads")
     if isinstance(heads, dict):
         for branch, target in heads.items():
@@ -177,6 +183,21 @@ def validate(source: RunDocument | dict[str, Any] | str | bytes | Path) -> list[
     if isinstance(failed_id, str) and failed_id not in ids:
         issues.append(ValidationIssue("failure.step_id", "is not a step of the document"))
     return issues
+
+
+def _parent_links(steps: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each step's parents: `parent_id`, and a merge's other parents (`meta.parents`)."""
+    links: dict[str, list[str]] = {}
+    for step in steps:
+        step_id, meta = step.get("step_id"), step.get("meta")
+        if not isinstance(step_id, str):
+            continue
+        parents = [step["parent_id"]] if isinstance(step.get("parent_id"), str) else []
+        more = meta.get("parents") if isinstance(meta, dict) else None
+        if isinstance(more, list):
+            parents += [p for p in more if isinstance(p, str)]
+        links.setdefault(step_id, []).extend(parents)
+    return links
 
 
 def parse(source: RunDocument | dict[str, Any] | str | bytes | Path) -> RunDocument:

@@ -14,6 +14,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..records import RunMetrics, StepRecord
 from ..stores import Store, connect
+from ..tree import find_cycle
 from .document import (
     DESCRIPTIVE_FIELDS,
     DOC_KEY,
@@ -162,6 +163,10 @@ def import_run(
     """
     doc = document if isinstance(document, RunDocument) else parse(document)
     target = run_id or doc.run_id
+    records = doc.records(target)
+    cycle = find_cycle({r.step_id: [p for p in (r.parent_id, *_merged(r)) if p] for r in records})
+    if cycle is not None:  # `parse` refuses it too; a RunDocument built in code is checked here
+        raise DocumentError(f"run {target!r}: the steps' parents form a cycle; nothing imported")
     same = run_matches(store, target, doc)
     if same is not None:
         if same and not replace:
@@ -177,9 +182,15 @@ def import_run(
     record = StepRecord(target, f"document-{target}", DOC_KEY, DOC_KIND, "run-document",
                         "completed", 0, output=kept, created_at=time.time())  # fmt: skip
     store.begin_run(target)
-    store.put_steps([record, *doc.records(target)], heads=doc.heads)
+    store.put_steps([record, *records], heads=doc.heads)
     store.end_run(target, doc.status, RunMetrics(**doc.metrics))
     return target
+
+
+def _merged(record: StepRecord) -> list[str]:
+    """A merge checkpoint's other parents (`meta.parents`)."""
+    parents = record.meta.get("parents") if isinstance(record.meta, dict) else None
+    return [p for p in parents if isinstance(p, str)] if isinstance(parents, list) else []
 
 
 def run_matches(store: Store, run_id: str, document: RunDocument) -> bool | None:

@@ -6,7 +6,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import (
     DataLostError,
@@ -19,12 +19,16 @@ from ..stores import Store
 from ..stores.leases import fence_error, is_cancel_mark
 
 __all__ = [
+    "Ending",
     "LeaseKeeper",
     "check_draining",
     "final_write",
     "lost_error",
     "refused_error",
 ]
+
+Ending = Literal["normal", "interrupted", "unreachable"]
+"""How a run ends: normally, a draining worker stopped it, or its store did not answer."""
 
 
 @contextlib.contextmanager

@@ -54,3 +54,12 @@ class Notes:
 def taken_over(prior: RunInfo | None) -> bool:
     """A run still `running` when a new owner gets its lease: the last owner died or stalled."""
     return prior is not None and prior.status in ("running", "crashed")
+
+
+def divergence_message(run_id: str, kind: str, name: str, key: str, pending: int) -> str:
+    """What a divergence warning or error says: the call, its key, the unreplayed records."""
+    return (
+        f"run {run_id!r} diverged: {kind} call {name!r} has no recording under {key!r} "
+        f"while {pending} recorded call(s) of the same site were not replayed; its "
+        "input changed since the run was recorded, so it runs again"
+    )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from ..errors import RunInterruptedError
+from ..errors import RunInterruptedError, StoreUnavailableError
 from .call import log
 from .context import CURRENT_RUN
+from .lease import Ending
 from .run import Run
 
 __all__ = ["RunContext"]
@@ -57,8 +58,7 @@ class RunContext:
         if self._reused is not None:
             return
         CURRENT_RUN.reset(self._token)
-        interrupted = isinstance(exc, RunInterruptedError)
-        self.run._close(failed=exc_type is not None, interrupted=interrupted)
+        self.run._close(failed=exc_type is not None, ending=_ending(exc_type))
 
     async def __aenter__(self) -> Run:
         self._reused = self._active()
@@ -78,5 +78,13 @@ class RunContext:
         if self._reused is not None:
             return
         CURRENT_RUN.reset(self._token)
-        interrupted = isinstance(exc, RunInterruptedError)
-        await self.run._aclose(failed=exc_type is not None, interrupted=interrupted)
+        await self.run._aclose(failed=exc_type is not None, ending=_ending(exc_type))
+
+
+def _ending(exc_type: type[BaseException] | None) -> Ending:
+    """How a run that raised `exc_type` (None: returned) ends (see `Run._close`)."""
+    if exc_type is not None and issubclass(exc_type, StoreUnavailableError):
+        return "unreachable"
+    if exc_type is not None and issubclass(exc_type, RunInterruptedError):
+        return "interrupted"
+    return "normal"

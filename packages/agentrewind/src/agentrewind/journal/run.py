@@ -28,8 +28,8 @@ from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
-from .lease import LeaseKeeper, check_draining, final_write, lost_error, refused_error
-from .notes import Notes, taken_over
+from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
+from .notes import Notes, divergence_message, taken_over
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -163,25 +163,32 @@ class Run:
             self._emit("lease_lost")
         self._emit("run_ended")
 
-    def _close(self, failed: bool, *, interrupted: bool = False) -> None:
+    def _close(self, failed: bool, *, ending: Ending = "normal") -> None:
+        # unreachable: write nothing (each would wait again; `crashed`); interrupted: lease only
         self._stop_keeper(failed)
+        if ending == "unreachable":
+            retire_lease_owner(self.owner)
+            return
         store = self.middleware.store
         try:
-            if not (self._lease_lost() or interrupted):
+            if not (self._lease_lost() or ending == "interrupted"):
                 with final_write(failed):
                     store.end_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
             self._drop_lease()
 
-    async def _aclose(self, failed: bool, *, interrupted: bool = False) -> None:
+    async def _aclose(self, failed: bool, *, ending: Ending = "normal") -> None:
         self._stop_keeper(failed, wait=False)
+        if ending == "unreachable":  # as in `_close`
+            retire_lease_owner(self.owner)
+            return
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
             # the lease back after the release below.
             await asyncio.get_running_loop().run_in_executor(None, self._keeper.join, 2.0)
         store = self.middleware.store
         try:
-            if not (self._lease_lost() or interrupted):
+            if not (self._lease_lost() or ending == "interrupted"):
                 with final_write(failed):
                     await store.aend_run(self.run_id, self.status, self.metrics, owner=self.owner)
         finally:
@@ -316,11 +323,7 @@ class Run:
         pending = self._unconsumed.get((kind, name))
         if not pending:
             return
-        message = (
-            f"run {self.run_id!r} diverged: {kind} call {name!r} has no recording under {key!r} "
-            f"while {len(pending)} recorded call(s) of the same site were not replayed; its "
-            "input changed since the run was recorded, so it runs again"
-        )
+        message = divergence_message(self.run_id, kind, name, key, len(pending))
         self._notes.diverge(self.run_id, key, strict=self.strict)  # logs it at DEBUG
         self._emit("diverged", kind, name, key, message)
         if self.strict:

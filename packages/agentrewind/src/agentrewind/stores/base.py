@@ -12,6 +12,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
+from . import _gate
 
 __all__ = [
     "LeaseResult",
@@ -29,6 +30,12 @@ _RUN_ID_METHODS = (
     "begin_run", "end_run", "get_run", "delete_run", "set_ttl", "load_steps", "get_step",
     "set_head", "get_heads", "acquire_lease", "release_lease", "take_lease",
 )  # fmt: skip
+_GATED_METHODS = (
+    "begin_run", "end_run", "get_run", "list_runs", "crashed_runs", "delete_run", "set_ttl",
+    "prune", "put_steps", "put_step", "load_steps", "get_step", "set_head", "get_heads",
+    "acquire_lease", "renew_lease", "release_lease",
+)  # fmt: skip
+"""The store interface: each (and its async twin) passes the close gate (see `_gate`)."""
 
 
 def _checking_run_id(fn: Callable[..., T]) -> Callable[..., T]:
@@ -81,6 +88,9 @@ class Store(abc.ABC):
     """
 
     scheme: str = ""
+    close_wait: float = 10.0
+    """Seconds `close()` waits for operations in flight on other threads before it returns
+    (the last of them then releases the connections)."""
     """URL scheme of the backend (`memory`, `sqlite`, `redis`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -92,12 +102,24 @@ class Store(abc.ABC):
             fn = getattr(cls, name, None)
             if fn is not None and not getattr(fn, "_checks_run_id", False):
                 setattr(cls, name, _checking_run_id(fn))
+        # Every operation is counted while it runs and refused once `close()` started;
+        # `close()` waits for those in flight (see `_gate`).
+        for name in _GATED_METHODS:
+            for wrap, attr in ((_gate.gated, name), (_gate.gated_async, f"a{name}")):
+                fn = getattr(cls, attr)
+                if not getattr(fn, "_gated", False):
+                    setattr(cls, attr, wrap(fn))
+        for wrap_close, attr in ((_gate.gated_close, "close"), (_gate.gated_aclose, "aclose")):
+            fn = getattr(cls, attr)
+            if not getattr(fn, "_gated", False):
+                setattr(cls, attr, wrap_close(fn))
 
     def __init__(self, *, url: str, namespace: str) -> None:
         self.url = url
         self.namespace = check_id(namespace, "namespace")
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self._gate = _gate.Gate(f"{type(self).__name__} (namespace {namespace!r})")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, namespace={self.namespace!r})"
@@ -313,7 +335,8 @@ class Store(abc.ABC):
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(8, thread_name_prefix="agentrewind")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        call = _gate.in_context(functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(self._executor, call)
 
     async def abegin_run(
         self, run_id: str, *, ttl: float | None = None, owner: str | None = None

@@ -36,6 +36,7 @@ import pytest
 from ..errors import LeaseLostError
 from ..records import INDEX_FROM, RunMetrics, StepIndex, StepRecord
 from ..stores import Store
+from .closing import ClosingContract
 from .fencing import FencingContract
 from .lifecycle import LifecycleContract
 
@@ -70,13 +71,15 @@ def make_record(
 rec = make_record
 
 
-class StoreConformance(FencingContract, LifecycleContract):
+class StoreConformance(FencingContract, LifecycleContract, ClosingContract):
     """Contract tests for a `Store`; subclass it and override `open_store`.
 
-    It includes the run-lifecycle contract (`LifecycleContract`: `take_lease`, cancel marks,
-    recovery, resume) and the fencing contract (`FencingContract`): writes carrying an owner
-    land only while that owner holds the run's lease, deletes skip leased runs unless forced, and a
-    `running` run whose owner died lists as `crashed`.
+    It includes the fencing contract (`FencingContract`): writes carrying an owner land only
+    while that owner holds the run's lease, deletes skip leased runs unless forced, and a
+    `running` run whose owner died lists as `crashed`; the run-lifecycle contract
+    (`LifecycleContract`: `take_lease`, cancel marks, recovery, resume); and the closing
+    contract (`ClosingContract`): `close()` waits for the operations in flight, then refuses
+    new ones.
 
     Each test opens the store in a fresh namespace (`open_store`) and closes it after
     (`close_store`, which may also delete what the test left behind).

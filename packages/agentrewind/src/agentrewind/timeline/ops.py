@@ -51,9 +51,12 @@ def _hold_lease(tl: TimelineBase) -> Flow[None]:
     """Make sure this timeline holds its run's lease before a write (caller holds the lock).
 
     The lease is taken on the first write and renewed by writes (at most every third of
-    `lease_ttl`); every write is fenced by it in the store. When it lapsed (this process was
-    paused or idle longer than `lease_ttl`, or a write was fenced), it is taken again and the
-    view reloaded, since another process may have written meanwhile.
+    `lease_ttl`); every write is fenced by it in the store. A lease that lapsed (this process
+    was paused or idle longer than `lease_ttl`) is never silently re-taken over another
+    writer's work: it is taken again and the view reloaded, and if another writer moved the
+    timeline meanwhile (or holds it now) the write is refused with `LeaseLostError`, since
+    the state this writer is about to record was computed before those changes. The next
+    write then goes on from the reloaded view.
     """
     age = time.monotonic() - tl._lease_at
     if age < tl.lease_ttl / 3:
@@ -67,11 +70,26 @@ def _hold_lease(tl: TimelineBase) -> Flow[None]:
         exists = (yield StoreCall("get_run", (tl.name,))) is not None
         tl._lease_at = float("-inf")
         raise fence_error(tl.name, tl._owner, result[1], result[2], exists)
+    lapsed = tl._lease_at > float("-inf")  # held, then not renewed within lease_ttl
+    tl._lease_at = float("-inf")
     result = yield StoreCall("acquire_lease", (tl.name, tl._owner, tl.lease_ttl))
     if not result.acquired:
+        if lapsed:
+            yield from refresh(tl)
+            raise LeaseLostError(tl.name, result[1], result[2], writer=tl._owner)
         raise RunLockedError(tl.name, result[1], result[2])
-    tl._lease_at = sent
+    seen = _moves(tl)
     yield from refresh(tl)
+    if lapsed and _moves(tl) != seen:
+        yield StoreCall("release_lease", (tl.name, tl._owner))
+        raise LeaseLostError(tl.name, "", 0.0, writer=tl._owner)
+    tl._lease_at = sent
+
+
+def _moves(tl: TimelineBase) -> tuple[object, ...]:
+    """What another writer's changes would move: the last seq, the heads and HEAD."""
+    heads = {b: h for b, h in tl._heads.items() if h in tl._nodes}
+    return tl._seq, heads, tl._current
 
 
 def _write(tl: TimelineBase, method: str, args: tuple[Any, ...], **kwargs: Any) -> Flow[None]:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..diff import diff_states
+from ..errors import CheckpointCycleError
 from ..records import StepRecord
 from ..serde import Serializer
-from ..tree import TreeNode, render_tree
+from ..tree import TreeNode, find_cycle, render_tree
 from . import graph as _graph
 from .checkpoint import HEAD, Branch, Checkpoint, TimelineError
 
@@ -48,6 +49,9 @@ class TimelineView:
             seq = max(seq, record.seq)
             if record.kind == "checkpoint":
                 nodes[record.step_id] = Checkpoint.from_record(record, self.serializer)
+        cycle = find_cycle({cid: node.parents for cid, node in nodes.items()})
+        if cycle is not None:  # every walk of the history would go round it forever
+            raise CheckpointCycleError(self.name, cycle)
         heads = dict(heads)
         self._nodes = nodes
         self._seq = seq

@@ -43,14 +43,25 @@ _TYPES = {
 }
 
 
+IDLE_TIMEOUT = 30.0
+"""Seconds a connection may stay idle (or send a request slowly) before the viewer drops it,
+so an idle keep-alive connection does not hold a thread forever."""
+
+MAX_LIMIT = 1_000_000
+"""The largest `?limit=` the API takes."""
+
+
 class ViewerServer(ThreadingHTTPServer):
     """A `ThreadingHTTPServer` that holds the store the viewer reads."""
 
     daemon_threads = True
 
-    def __init__(self, store: Store, address: tuple[str, int]) -> None:
+    def __init__(
+        self, store: Store, address: tuple[str, int], *, idle_timeout: float = IDLE_TIMEOUT
+    ) -> None:
         super().__init__(address, _Handler)
         self.store = store
+        self.idle_timeout = idle_timeout
         self.lock = threading.Lock()  # one reader at a time: stores are cheap to read
 
     @property
@@ -73,6 +84,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
     server_version = "agentrewind-ui"
     sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        # A socket timeout: `handle` ends a connection idle (or slow) for that long.
+        self.connection.settimeout(self.server.idle_timeout)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: a viewer, not a web server
         pass
@@ -155,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _route(store: Store, parts: list[str], query: dict[str, str]) -> Any:
     """Dispatch `/api/...` (path split on `/`); None for an unknown endpoint."""
-    limit = int(query.get("limit", "500"))
+    limit = _limit(query.get("limit", "500"))
     match parts:
         case ["store"]:
             return api.store_info(store)
@@ -178,9 +194,21 @@ def _route(store: Store, parts: list[str], query: dict[str, str]) -> Any:
     return None
 
 
-def make_server(store: Store, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
-    """A viewer over `store` bound to `host:port` (0: a free port); call `serve_forever()`."""
-    return ViewerServer(store, (host, port))
+def _limit(text: str) -> int:
+    """`?limit=`: a whole number from 1 to `MAX_LIMIT` (else a `ValueError`: HTTP 400)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 7 or not 1 <= int(text) <= MAX_LIMIT:
+        raise ValueError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text[:40]!r}")
+    return int(text)
+
+
+def make_server(
+    store: Store, host: str = "127.0.0.1", port: int = 0, *, idle_timeout: float = IDLE_TIMEOUT
+) -> ViewerServer:
+    """A viewer over `store` bound to `host:port` (0: a free port); call `serve_forever()`.
+
+    A connection idle for `idle_timeout` seconds is closed (its thread ends).
+    """
+    return ViewerServer(store, (host, port), idle_timeout=idle_timeout)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

@@ -100,7 +100,7 @@ def delete_run(store: Any, run_id: str, keys: list[str], force: bool) -> bool:
     raise StoreError(f"run {run_id!r}: its lease kept changing hands; not deleted")
 
 
-def check_alive(store: Any) -> None:
+def check_alive(store: Any, run_id: str) -> None:
     """Raise `DataLostError` once if the server lost its data since `store` connected.
 
     The schema key is written on connect; a restart without persistence or a flush removes
@@ -109,7 +109,7 @@ def check_alive(store: Any) -> None:
     key = K.SCHEMA_KEY.format(prefix=store.prefix)
     if store._call(lambda: store.client.set(key, 1, nx=True)):
         raise DataLostError(
-            "*",
+            run_id,
             f"Redis at {store.url} lost its data since this store connected ({LOST_CAUSES}); "
             "runs it held are gone, so this run would start again from nothing and re-run its "
             "finished steps. Nothing was written; retrying starts the run afresh",

@@ -178,6 +178,12 @@ class RedisStore(RedisIO, Store):
                 f"Redis at {self.url} is unreachable ({type(exc).__name__}: {exc}); if the "
                 "connection dropped after the command was sent, it may have been applied"
             )
+        if isinstance(exc, _redis.exceptions.OutOfMemoryError) or "used memory >" in str(exc):
+            return StoreError(
+                f"Redis at {self.url} is out of memory (used memory > maxmemory, and its "
+                "policy evicts nothing it may): nothing was written; free memory or raise "
+                "maxmemory, then retry"
+            )
         # A cluster that lost its nodes raises its own error types; all mean "unavailable".
         if "cluster" in type(exc).__name__.lower() or "connection" in str(exc).lower():
             return StoreUnavailableError(f"Redis at {self.url}: {exc}")
@@ -258,7 +264,7 @@ class RedisStore(RedisIO, Store):
     ) -> RunInfo:
         ttl_ms = "" if ttl is None else str(int(ttl * 1000))
         if owner is not None:
-            safety.check_alive(self)
+            safety.check_alive(self, run_id)
         now = time.time()
         raw = self._fenced("BEGIN_RUN", run_id, owner, [now, ttl_ms, "running"], now)
         it = iter(raw)
