@@ -34,8 +34,8 @@ def delete_many(self: Any, run_ids: list[str], *, force: bool) -> tuple[int, lis
     # One query for the leases, then one transaction deletes the rest, checking them again
     # as `delete_run` does (lease rows locked, a live one refuses the whole transaction).
     rows = self.db.fetchall(self.sql("LEASES"), (self.namespace, run_ids))
-    now = time.time()
-    leases = {r: (str(owner), float(until)) for r, owner, until in rows}
+    now = float(rows[0][3]) if rows else time.time()  # lease times are the server's
+    leases = {r: (str(owner), float(until)) for r, owner, until, _ in rows}
     skipped = [r for r in run_ids if r in leases and lease_is_live(leases[r], now)]
     doomed = [r for r in run_ids if r not in set(skipped)]
     if not doomed:

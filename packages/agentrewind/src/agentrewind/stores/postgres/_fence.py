@@ -94,7 +94,6 @@ class PostgresLeases:
         if owner is None:
             return (yield Txn([(text, args)], fetch, settings=settings))
         args |= {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner}
-        args["ar_now"] = time.time()
         try:  # guarded: the fence waits on the lease row, which a taker mid-write holds
             return (yield Txn([(text, args)], fetch, guard=True, settings=settings))
         except StoreBusyError as exc:
@@ -160,11 +159,11 @@ class PostgresLeases:
 
     def _refused_flow(self, run_id: str, owner: str) -> PgFlow[None]:
         """The flow of `_refused`: two reads, then the error (`check_fence`)."""
-        now = time.time()
         rows = yield self._lease_row(run_id)
         lease = (rows[0][0], float(rows[0][1])) if rows else None
-        args = (self.namespace, run_id, now)
+        args = (self.namespace, run_id, time.time())  # a run's TTL runs by its writers' clocks
         exists = bool((yield self._read("GET_RUN", args)))
+        now = float(rows[0][2]) if rows else 0.0  # the lease's by the server's
         check_fence(run_id, owner, lease, now, run_exists=exists, needs_run=False)
 
     def acquire_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
@@ -177,15 +176,7 @@ class PostgresLeases:
     def _acquire_lease(self, run_id: str, owner: str, ttl: float) -> PgFlow[LeaseResult]:
         dead = ""
         for _ in range(2):
-            now = time.time()
-            args = {
-                "ns": self.namespace,
-                "run": run_id,
-                "owner": owner,
-                "until": now + ttl,
-                "now": now,
-                "dead": dead,
-            }
+            args = {"ns": self.namespace, "run": run_id, "owner": owner, "ttl": ttl, "dead": dead}
             try:  # guarded: a stale owner paused inside a write holds the lease row locked
                 taken = yield Txn([(self.sql("TAKE_LEASE"), args)], 0, guard=True)
             except StoreBusyError as exc:
@@ -195,14 +186,14 @@ class PostgresLeases:
             rows = yield self._lease_row(run_id)
             if not rows:
                 continue  # released meanwhile: try again
-            holder, expires = rows[0]
+            holder, expires, now = rows[0]
             if not lease_owner_is_dead(holder) or dead == holder:
-                return LeaseResult((False, holder, max(float(expires) - time.time(), 0.0)))
+                return LeaseResult((False, holder, max(float(expires) - float(now), 0.0)))
             dead = holder
         rows = yield self._lease_row(run_id)
         if not rows:
             raise StoreError(f"lease of run {run_id!r} could not be taken; try again")
-        return LeaseResult((False, rows[0][0], max(float(rows[0][1]) - time.time(), 0.0)))
+        return _refusal(rows[0])
 
     def take_lease(self, run_id: str, owner: str, ttl: float, *, holder: str) -> LeaseResult:
         return self.drive(self._take_lease(run_id, owner, ttl, holder))
@@ -212,15 +203,12 @@ class PostgresLeases:
         return await self.adrive(self._take_lease(run_id, owner, ttl, holder))
 
     def _take_lease(self, run_id: str, owner: str, ttl: float, holder: str) -> PgFlow[LeaseResult]:
-        now = time.time()
-        args = {"ns": self.namespace, "run": run_id, "owner": owner, "until": now + ttl}
-        args |= {"now": now, "dead": holder or owner}
+        args = {"ns": self.namespace, "run": run_id, "owner": owner, "ttl": ttl}
+        args["dead"] = holder or owner
         if (yield Txn([(self.sql("TAKE_LEASE"), args)], 0, guard=True)):
             return LeaseResult((True, owner, ttl))
         rows = yield self._lease_row(run_id)
-        if not rows:
-            return LeaseResult((False, "", 0.0))
-        return LeaseResult((False, rows[0][0], max(float(rows[0][1]) - time.time(), 0.0)))
+        return _refusal(rows[0]) if rows else LeaseResult((False, "", 0.0))
 
     def renew_lease(self, run_id: str, owner: str, ttl: float) -> LeaseResult:
         return self.drive(self._renew_lease(run_id, owner, ttl))
@@ -230,14 +218,13 @@ class PostgresLeases:
         return await self.adrive(self._renew_lease(run_id, owner, ttl))
 
     def _renew_lease(self, run_id: str, owner: str, ttl: float) -> PgFlow[LeaseResult]:
-        now = time.time()
-        args = {"ns": self.namespace, "run": run_id, "owner": owner, "now": now, "until": now + ttl}
+        args = {"ns": self.namespace, "run": run_id, "owner": owner, "ttl": ttl}
         if (yield Txn([(self.sql("RENEW"), args)], 0)):
             return LeaseResult((True, owner, ttl))
         rows = yield self._lease_row(run_id)
-        if not rows or float(rows[0][1]) <= now:
+        if not rows or float(rows[0][1]) <= float(rows[0][2]):
             return LeaseResult((False, "", 0.0))
-        return LeaseResult((False, rows[0][0], float(rows[0][1]) - now))
+        return _refusal(rows[0])
 
     def release_lease(self, run_id: str, owner: str) -> None:
         self.drive(self._release_lease(run_id, owner))
@@ -250,7 +237,7 @@ class PostgresLeases:
         yield Txn([(self.sql("RELEASE_LEASE"), (self.namespace, run_id, owner))])
 
     def _lease_row(self, run_id: str) -> Txn:
-        """The read of `run_id`'s lease row: `(owner, expires_at)`, if any."""
+        """The read of `run_id`'s lease row: `(owner, expires_at, the server's now)`, if any."""
         return self._read("GET_LEASE", (self.namespace, run_id))
 
     def _read(self, name: str, params: Any) -> Txn:
@@ -264,5 +251,10 @@ class PostgresLeases:
         or expired lease raises `StoreError` with nothing written (`ar_fence_live`, the
         same fence `_fenced` runs as a CTE and `fenced_in` as the transaction's start).
         """
-        args = {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner, "ar_now": time.time()}
+        args = {"ar_ns": self.namespace, "ar_run": run_id, "ar_owner": owner}
         return self.sql("FENCE_LIVE"), args
+
+
+def _refusal(row: Any) -> LeaseResult:
+    """A refused lease from its row `(holder, expires_at, the server's now)`."""
+    return LeaseResult((False, row[0], max(float(row[1]) - float(row[2]), 0.0)))

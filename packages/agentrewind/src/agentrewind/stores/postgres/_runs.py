@@ -103,8 +103,8 @@ class PostgresRuns(PostgresLeases):
         running = [r.run_id for r in runs if r.status == "running"]
         if running:
             rows = yield self._read("LEASES", (self.namespace, running))
-            leases = {run: (owner, float(until)) for run, owner, until in rows}
-            now = time.time()
+            leases = {run: (owner, float(until)) for run, owner, until, _ in rows}
+            now = float(rows[0][3]) if rows else 0.0  # lease times are the server's
             for r in runs:
                 if r.status == "running":
                     r.status = run_status(r.status, leases.get(r.run_id), now)

@@ -182,12 +182,16 @@ GET_HEADS = "SELECT branch, step_id FROM {s}.ar_heads WHERE ns = %s AND run_id =
 
 # Takes the lease when it is free, expired, ours, or held by `dead` (a dead process); else
 # returns no row.
+# Lease times are the server's (`clock_timestamp()`), as Redis's PX is: a client whose clock
+# is off can neither hold a run longer nor take a live lease early.
+NOW = "extract(epoch from clock_timestamp())"
 TAKE_LEASE = """INSERT INTO {s}.ar_leases AS l (ns, run_id, owner, expires_at)
-    VALUES (%(ns)s, %(run)s, %(owner)s, %(until)s)
+    VALUES (%(ns)s, %(run)s, %(owner)s, extract(epoch from clock_timestamp()) + %(ttl)s)
     ON CONFLICT (ns, run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-    WHERE l.owner = excluded.owner OR l.expires_at <= %(now)s OR l.owner = %(dead)s
+    WHERE l.owner = excluded.owner OR l.expires_at <= extract(epoch from clock_timestamp())
+        OR l.owner = %(dead)s
     RETURNING owner"""
-GET_LEASE = "SELECT owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = %s"
+GET_LEASE = f"SELECT owner, expires_at, {NOW} FROM {{s}}.ar_leases WHERE ns = %s AND run_id = %s"
 RELEASE_LEASE = "DELETE FROM {s}.ar_leases WHERE ns = %s AND run_id = %s AND owner = %s"
 FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
 # `delete_run` without force, in its transaction: lock the lease row (waiting for a taker's
@@ -195,26 +199,30 @@ FENCE = "SELECT {s}.ar_fence(%(ns)s, %(run)s, %(owner)s)"
 # calling `ar_fence` with an owner nobody has (it raises; the delete rolls back).
 LOCK_LEASE = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = %(run)s FOR UPDATE"""
 LIVE_LEASE_REFUSES = """SELECT {s}.ar_fence(%(ns)s, %(run)s, '') FROM {s}.ar_leases
-    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at > %(now)s AND owner <> %(dead)s"""
+    WHERE ns = %(ns)s AND run_id = %(run)s AND expires_at > extract(epoch from clock_timestamp())
+    AND owner <> %(dead)s"""
 
 # The same for the runs of a bulk delete (`prune`).
 LOCK_LEASES = """SELECT 1 FROM {s}.ar_leases WHERE ns = %(ns)s AND run_id = ANY(%(runs)s)
     FOR UPDATE"""
 LIVE_LEASES_REFUSE = """SELECT {s}.ar_fence(%(ns)s, run_id, '') FROM {s}.ar_leases
-    WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND expires_at > %(now)s
+    WHERE ns = %(ns)s AND run_id = ANY(%(runs)s) AND expires_at > extract(epoch from clock_timestamp())
     AND NOT (owner = ANY(%(dead)s::text[]))"""
 
-LEASES = "SELECT run_id, owner, expires_at FROM {s}.ar_leases WHERE ns = %s AND run_id = ANY(%s)"
-RENEW = """UPDATE {s}.ar_leases SET expires_at = %(until)s
-    WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s AND expires_at > %(now)s
+LEASES = f"""SELECT run_id, owner, expires_at, {NOW} FROM {{s}}.ar_leases
+    WHERE ns = %s AND run_id = ANY(%s)"""
+RENEW = """UPDATE {s}.ar_leases SET expires_at = extract(epoch from clock_timestamp()) + %(ttl)s
+    WHERE ns = %(ns)s AND run_id = %(run)s AND owner = %(owner)s
+        AND expires_at > extract(epoch from clock_timestamp())
     RETURNING owner"""
 
 # Data-modifying CTEs always run, to the end, whatever the statement reads: each inserts no
 # row, but its condition calls the function (once), inside the statement's transaction.
 FENCE_CTE = """ar_fenced AS (INSERT INTO {s}.ar_leases SELECT NULL, NULL, NULL, NULL
-    WHERE {s}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s, %(ar_now)s) IS NULL)"""
+    WHERE {s}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s,
+        extract(epoch from clock_timestamp())) IS NULL)"""
 # The same fence as a transaction's first statement (PostgresStore.fenced_in).
-FENCE_LIVE = "SELECT {s}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s, %(ar_now)s)"
+FENCE_LIVE = f"SELECT {{s}}.ar_fence_live(%(ar_ns)s, %(ar_run)s, %(ar_owner)s, {NOW})"
 NOTIFY_CTE = """ar_notified AS (INSERT INTO {s}.ar_leases SELECT NULL, NULL, NULL, NULL
     WHERE pg_notify(%(ar_channel)s, %(ar_payload)s) IS NULL)"""
 

@@ -222,7 +222,7 @@ class PostgresStore(PostgresRuns, Store):
             return bool(self._delete_runs([run_id]))
         for _ in range(3):
             row = self.db.fetchone(self.sql("GET_LEASE"), (self.namespace, run_id))
-            now = time.time()
+            now = time.time() if row is None else float(row[2])  # the server's clock
             lease = None if row is None else (str(row[0]), float(row[1]))
             if lease is not None and lease_is_live(lease, now):
                 raise leased_error(run_id, lease, now)
