@@ -148,3 +148,15 @@ def test_fork_copies_a_workflow_run_up_to_a_step_and_resume_runs_it_on(store_url
     again = asyncio.run(mw.afork("copy", at=last, to="copy2"))
     assert again.steps == len(mw.store.load_steps("copy")) - 1  # all but the copy's origin
     mw.close()
+
+
+def test_the_viewer_shows_a_cancelled_run_with_its_cancel_time(store_url: str) -> None:
+    from agentrewind.ui import api
+
+    mw = agentrewind.Middleware(store_url)
+    mw.store.begin_run("v")
+    mw.cancel("v")
+    (row,) = [r for r in api.list_runs(mw.store) if r["run_id"] == "v"]
+    assert row["status"] == "cancelled" and row["cancelled_at"] is not None
+    assert row["cancelled_at"] <= mw.store.get_run("v").updated_at + 60  # type: ignore[union-attr]
+    mw.close()

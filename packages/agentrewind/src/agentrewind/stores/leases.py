@@ -26,6 +26,7 @@ __all__ = [
     "CANCEL_TTL",
     "LOST_CAUSES",
     "cancel_mark",
+    "cancel_meta",
     "check_fence",
     "fence_error",
     "is_cancel_mark",
@@ -116,6 +117,12 @@ LOST_CAUSES = (
     "the store lost its data (a Redis restart without persistence, a FLUSHDB or FLUSHALL, "
     "an eviction under maxmemory) or the run was deleted with force=True"
 )
+
+
+def cancel_meta(lease: tuple[str, float] | None) -> dict[str, float]:
+    """`{"cancelled_at": unix time}` for a run whose lease holds a cancel mark, else `{}`."""
+    at = None if lease is None else cancelled_at(lease[0])
+    return {} if at is None else {"cancelled_at": at}
 
 
 def lease_is_live(lease: tuple[str, float] | None, now: float) -> bool:

@@ -7,7 +7,14 @@ import time
 
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from .base import LeaseResult, Store
-from .leases import check_fence, lease_is_live, lease_owner_is_dead, leased_error, run_status
+from .leases import (
+    cancel_meta,
+    check_fence,
+    lease_is_live,
+    lease_owner_is_dead,
+    leased_error,
+    run_status,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -251,12 +258,8 @@ def _copy(run: _Run, now: float | None) -> RunInfo:
     info = run.info
     metrics = RunMetrics()
     metrics.add(info.metrics)
+    status = info.status if now is None else run_status(info.status, run.lease, now)
+    meta = dict(info.meta) | (cancel_meta(run.lease) if status == "cancelled" else {})
     return RunInfo(
-        info.run_id,
-        info.status if now is None else run_status(info.status, run.lease, now),
-        info.created_at,
-        info.updated_at,
-        info.expires_at,
-        metrics,
-        dict(info.meta),
+        info.run_id, status, info.created_at, info.updated_at, info.expires_at, metrics, meta
     )

@@ -12,6 +12,7 @@ import asyncio
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -50,6 +51,8 @@ class LifecycleContract:
             run.step("second", lambda: 2)  # its started marker is refused
         assert [s.name for s in store.load_steps("r")] == ["first"]
         assert {r.run_id: r.status for r in store.list_runs()} == {"r": "cancelled"}
+        marked = store.get_run("r")
+        assert marked is not None and abs(marked.meta["cancelled_at"] - time.time()) < 60
         assert store.crashed_runs() == []
         with pytest.raises(RunCancelledError), mw.run("r"):
             pass  # nobody takes a cancelled run

@@ -93,6 +93,7 @@ def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None
         "source": source,
         "kind": kind,
         "status": _status(store, info, source),
+        "cancelled_at": info.meta.get("cancelled_at"),
         "steps": m.steps if steps is None else steps,
         "replay_hits": m.replay_hits,
         "tokens_saved": m.tokens_saved,

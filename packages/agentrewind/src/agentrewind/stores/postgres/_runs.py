@@ -11,7 +11,7 @@ import json
 import time
 
 from ...records import RunInfo, RunMetrics, StepRecord
-from ..leases import run_status
+from ..leases import cancel_meta, run_status
 from ._fence import PostgresLeases
 from ._flow import PgFlow
 from ._rows import run_info
@@ -108,6 +108,8 @@ class PostgresRuns(PostgresLeases):
             for r in runs:
                 if r.status == "running":
                     r.status = run_status(r.status, leases.get(r.run_id), now)
+                    if r.status == "cancelled":
+                        r.meta.update(cancel_meta(leases.get(r.run_id)))
         return runs
 
     # -- steps and heads --------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ...records import INDEX_FROM, RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
-from ..leases import lease_owner_is_dead, run_status
+from ..leases import cancel_meta, lease_owner_is_dead, run_status
 from ..prune import BATCH
 from . import _keys as K
 
@@ -201,9 +201,11 @@ def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -
 
     updated = float(get("updated_at") or 0)
     status = get("status") or "running"
+    meta: dict[str, float] = {}
     if holder != b"":
         lease = None if holder is None else (holder.decode(), float("inf"))
         status = run_status(status, lease, updated)
+        meta = cancel_meta(lease) if status == "cancelled" else {}
     ttl_ms = get("ttl_ms")
     metrics_text = get("metrics")
     metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
@@ -214,4 +216,5 @@ def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -
         updated_at=updated,
         expires_at=updated + int(ttl_ms) / 1000 if ttl_ms else None,
         metrics=metrics,
+        meta=dict(meta),
     )

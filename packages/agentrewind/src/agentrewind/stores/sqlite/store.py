@@ -11,7 +11,14 @@ from typing import Any
 from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from ..base import SCHEMA_VERSION, LeaseResult, Store
-from ..leases import check_fence, lease_is_live, lease_owner_is_dead, leased_error, run_status
+from ..leases import (
+    cancel_meta,
+    check_fence,
+    lease_is_live,
+    lease_owner_is_dead,
+    leased_error,
+    run_status,
+)
 from . import _sql
 from .db import SQLiteDatabase, apply_migrations
 
@@ -335,7 +342,8 @@ def _metrics(text: str) -> RunMetrics:
 
 def _run_info(row: tuple[Any, ...], now: float | None) -> RunInfo:
     """A run row; with `now`, a `running` run whose owner died shows as `crashed`."""
-    status = row[1]
+    status, lease = row[1], None if row[6] is None else (row[6], row[7])
     if now is not None:
-        status = run_status(status, None if row[6] is None else (row[6], row[7]), now)
-    return RunInfo(row[0], status, row[2], row[3], row[4], _metrics(row[5]))
+        status = run_status(status, lease, now)
+    meta = cancel_meta(lease) if status == "cancelled" else {}
+    return RunInfo(row[0], status, row[2], row[3], row[4], _metrics(row[5]), meta)

@@ -93,7 +93,7 @@ async function runsPage(token, query) {
   if (token !== routeToken) return;
   const q = h("input", { type: "search", placeholder: "search run id", value: query.get("q") || "", "data-testid": "search" });
   const status = h("select", { "data-testid": "status-filter" }, h("option", { value: "" }, "any status"),
-    ["running", "completed", "failed", "crashed", "active"].map((x) => h("option", { value: x }, x)));
+    ["running", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
   const kind = h("select", { "data-testid": "kind-filter" }, h("option", { value: "" }, "any kind"),
     ["journal", "timeline", "langgraph"].map((x) => h("option", { value: x }, x)));
   status.value = query.get("status") || ""; kind.value = query.get("kind") || "";
@@ -128,7 +128,7 @@ function runHeader(run, active) {
   const base = runHref(run.run_id);
   const tabs = [["calls", base], ["graph", `${base}/graph`]];
   return [h("h1", {}, run.run_id),
-    h("div", { class: "tabs" }, badge(run.status), " ", h("span", { class: "muted" }, `${run.kind} · updated ${when(run.updated_at)} `),
+    h("div", { class: "tabs" }, badge(run.status), " ", h("span", { class: "muted" }, `${run.kind} · updated ${when(run.updated_at)}${run.cancelled_at ? ` · cancelled ${when(run.cancelled_at)}` : ""} `),
       tabs.map(([name, href]) => name === active ? h("b", {}, name, " ") : [link(href, name), " "]))];
 }
 
