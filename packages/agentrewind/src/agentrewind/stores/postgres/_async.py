@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -75,18 +76,22 @@ class AsyncPostgres:
         if self.db._closed:
             raise StoreError(f"PostgreSQL store {self.db.url} is closed")
         self.checkouts += 1
+        start = time.monotonic()
         if self._conn is not None:
             if self._conn_lock is None:
                 self._conn_lock = asyncio.Lock()
             async with self._conn_lock:
-                yield self._conn
+                with self.db.watched(self._conn, start) as conn:
+                    yield conn
             return
         pool, taken = await self._pool(), False
         if not self.db.starving.starved(pool):  # (see _starve)
             try:
-                async with pool.connection(timeout=self.db.connect_timeout) as conn:
+                wait = self.db.deadlines.wait(self.db.connect_timeout)
+                async with pool.connection(timeout=wait) as conn:
                     taken = True
-                    yield conn
+                    with self.db.watched(conn, start):
+                        yield conn
                 return
             except PoolTimeout:
                 if taken or self._user_pool is not None or not self.db.starving.starve(pool):
@@ -94,9 +99,10 @@ class AsyncPostgres:
         with contextlib.suppress(Exception):
             await pool.check()
         async with await psycopg.AsyncConnection.connect(
-            self.db.conninfo, **self.db.direct_kwargs()
+            self.db.conninfo, **self.db.direct_kwargs(self.db.deadlines.left(start))
         ) as conn:
-            yield conn
+            with self.db.watched(conn, start):
+                yield conn
 
     async def run(self, txn: Txn, *, read_only: bool = False) -> list[Any]:
         """One transaction; a dropped connection is replaced and it runs once more."""

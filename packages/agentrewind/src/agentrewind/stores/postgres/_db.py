@@ -21,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ...errors import StoreError, StoreUnavailableError
+from ._deadline import Deadlines
 from ._errors import GONE, dropped, translate
 from ._send import send  # (and registers the typed array parameters' dumpers)
 from ._starve import StarvedPools
@@ -65,6 +67,9 @@ class PostgresDatabase:
         lock_timeout: Seconds a write transaction waits for a row lock another transaction
             holds before `StoreBusyError` (nothing written); a transaction of ours left idle
             by its client half that long is ended by the server (its locks freed).
+        deadline: Seconds one operation may take, enforced by the client (a frozen or cut-off
+            server answers nothing and would hang it): past it, `StoreUnavailableError`.
+            Default: `lock_timeout` + 20.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class PostgresDatabase:
         pipeline: bool = True,
         connect_timeout: float = 5.0,
         lock_timeout: float = 10.0,
+        deadline: float | None = None,
     ) -> None:
         if not lock_timeout > 0:
             raise ValueError(
@@ -93,6 +99,10 @@ class PostgresDatabase:
         self.pipeline = pipeline
         self.max_size, self.prepare_threshold = max_size, prepare_threshold
         self.connect_timeout = connect_timeout
+        if deadline is not None and not deadline > 0:
+            raise ValueError(f"deadline must be a positive number of seconds, not {deadline}")
+        # an operation may wait lock_timeout for a lock, and then do its work
+        self.deadlines = Deadlines(deadline or lock_timeout + 20.0, self.url)
         self._conn: Any = connection
         self._conn_lock = threading.RLock()
         self._owns_pool = pool is None and connection is None
@@ -141,32 +151,53 @@ class PostgresDatabase:
         """A connection for one operation (from the pool, or the caller's under a lock)."""
         if self._closed:
             raise StoreError(f"PostgreSQL store {self.url} is closed")
+        start = time.monotonic()
         if self._conn is not None:
-            with self._conn_lock:
-                yield self._conn
+            with self._conn_lock, self.watched(self._conn, start) as conn:
+                yield conn
             return
         pool, taken = self.pool, False
         if not self.starving.starved(pool):
             try:
-                with pool.connection(timeout=self.connect_timeout) as conn:
+                with pool.connection(timeout=self.deadlines.wait(self.connect_timeout)) as conn:
                     taken = True
-                    yield conn
+                    with self.watched(conn, start):
+                        yield conn
                 return
             except PoolTimeout:
                 if taken or not self._owns_pool or not self.starving.starve(pool):
                     raise
         with contextlib.suppress(Exception):
             pool.check()  # (see _starve: a pool that gave up reconnecting tries again)
-        with psycopg.connect(self.conninfo, **self.direct_kwargs()) as conn:
+        kwargs = self.direct_kwargs(self.deadlines.left(start))
+        with psycopg.connect(self.conninfo, **kwargs) as conn, self.watched(conn, start):
             yield conn
+
+    @contextlib.contextmanager
+    def watched(self, conn: Any, start: float) -> Iterator[Any]:
+        """`conn` under the operation deadline (see `_deadline`); its error when it fired."""
+        armed = self.deadlines.arm(conn, start)
+        try:
+            yield conn
+        except BaseException as exc:
+            err = self.deadlines.error(armed, exc)
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            self.deadlines.disarm(armed)
 
     def connect_kwargs(self) -> dict[str, Any]:
         """How our connections are made: the pools' (sync and async), and `direct_kwargs`."""
         return {"autocommit": True, "prepare_threshold": self.prepare_threshold}
 
-    def direct_kwargs(self) -> dict[str, Any]:
-        """A connection opened outside a pool (the first check, or beside a starved pool)."""
-        return self.connect_kwargs() | {"connect_timeout": max(1, round(self.connect_timeout))}
+    def direct_kwargs(self, left: float | None = None) -> dict[str, Any]:
+        """A connection opened outside a pool (the first check, or beside a starved pool).
+
+        `left`: what is left of the operation's deadline (libpq waits at least 2 s).
+        """
+        wait = self.connect_timeout if left is None else min(self.connect_timeout, left)
+        return self.connect_kwargs() | {"connect_timeout": max(2, round(wait))}
 
     def call(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(conn)`; a dropped connection is replaced and `fn` run once more.

@@ -34,7 +34,8 @@ def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
             kwargs[flag] = found[flag].lower() not in ("0", "false", "off", "no")
     if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
         kwargs["connect_timeout"] = float(query["connect_timeout"])
-    for name, kind in (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float)):
+    numbers = (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float))
+    for name, kind in (*numbers, ("deadline", float)):
         value = found.get(name)
         if value is None:
             continue

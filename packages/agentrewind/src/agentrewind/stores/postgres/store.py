@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 _OUR_PARAMS = (
     "namespace", "schema", "durability", "pipeline", "max_size", "prepare_threshold",
-    "lock_timeout", "rls",
+    "lock_timeout", "rls", "deadline",
 )  # fmt: skip
 
 
@@ -67,6 +67,9 @@ class PostgresStore(PostgresRuns, Store):
             writer paused inside its write) before `StoreBusyError` naming the run, with
             nothing written (default 10; URL `lock_timeout=`). Our own transactions left idle
             by a paused client half that long are ended by the server, freeing their rows.
+        deadline: Seconds one operation may take, enforced by this client: a server that
+            stops answering (frozen, cut off) ends it in `StoreUnavailableError` instead of
+            hanging the agent (default `lock_timeout` + 20; URL `deadline=`).
         read_only: Open for reading only: nothing is created or migrated (the schema must
             exist), and every write raises `StoreError` (what the CLI's views use).
     """
@@ -92,6 +95,7 @@ class PostgresStore(PostgresRuns, Store):
         pipeline: bool = True,
         connect_timeout: float = 5.0,
         lock_timeout: float = 10.0,
+        deadline: float | None = None,
         read_only: bool = False,
         rls: bool = False,
     ) -> None:
@@ -110,6 +114,7 @@ class PostgresStore(PostgresRuns, Store):
             pipeline=pipeline,
             connect_timeout=connect_timeout,
             lock_timeout=lock_timeout,
+            deadline=deadline,
         )
         super().__init__(url=self.db.url, namespace=namespace)
         self.durability = durability
