@@ -7,7 +7,6 @@ the same `_*_op` helpers here, so the two APIs cannot drift apart.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
 import time
 import weakref
@@ -30,7 +29,7 @@ from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owne
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
-from ._lease import ThreadLeases, delete_claim, deleted_error, lease_name
+from ._lease import ThreadLeases, claim_for_delete, deleted_error, lease_name
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
 from ._rows import (
     collect_history,
@@ -363,12 +362,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         """
         thread_id, owner = str(thread_id), self._delete_owner()
         try:
-            claim = delete_claim(thread_id, owner, force)
-            with contextlib.suppress(StopIteration):
-                call = next(claim)
-                while True:
-                    name, args, kwargs = call
-                    call = claim.send(getattr(self.store, name)(*args, **kwargs))
+            claim_for_delete(self.store, thread_id, owner, force)
             self.backend.execute(self._delete_thread_op(thread_id))
         finally:
             self.store.release_lease(lease_name(thread_id), owner)

@@ -164,16 +164,9 @@ class Run:
         self._emit("run_ended")
 
     def _close(self, failed: bool, unreachable: bool = False) -> None:
-        """End the run: its status, then its lease.
-
-        `unreachable`: the run failed because the store did not answer. Then neither is
-        written (each would wait its timeout again, tripling the caller's wait): the lease
-        runs out and the run lists as `crashed`, to be resumed.
-        """
         self._stop_keeper(failed)
-        if unreachable:
-            retire_lease_owner(self.owner)
-            return
+        if unreachable:  # the store did not answer: writing the status and lease would wait
+            return retire_lease_owner(self.owner)  # again; the run lists as crashed
         store = self.middleware.store
         try:
             if not self._lease_lost():
@@ -185,8 +178,7 @@ class Run:
     async def _aclose(self, failed: bool, unreachable: bool = False) -> None:
         self._stop_keeper(failed, wait=False)
         if unreachable:  # as in `_close`
-            retire_lease_owner(self.owner)
-            return
+            return retire_lease_owner(self.owner)
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
             # the lease back after the release below.
