@@ -501,4 +501,3 @@ def test_langgraph_saver_delete_under_a_live_lease(url: str, tmp_path: Path) -> 
                 if latest is not None:
                     anomalies.append(f"try {t}: a late checkpoint brought the deleted thread back")
     report("langgraph-delete", url, TRIES, anomalies)
-
