@@ -282,3 +282,20 @@ def test_a_frozen_redis_fails_a_run_after_one_socket_timeout(
     finally:
         os.kill(own_redis.proc.pid, signal.SIGCONT)
         store.close()
+
+
+# -- item 6: a closed store refuses by name; closing a timeline after its store is harmless -----
+def test_a_timeline_after_its_store_closed(store_url: str) -> None:
+    store = agentrewind.connect(store_url)
+    tl = Timeline("agent", store=store)
+    tl.checkpoint({"n": 1})
+    store.close()
+    with pytest.raises(agentrewind.StoreClosedError):
+        tl.checkpoint({"n": 2})
+    tl.close()  # its lease lapses: nothing to release in a closed store
+    again = agentrewind.connect(store_url)
+    try:
+        if not store_url.startswith("memory"):
+            assert [c.state["n"] for c in Timeline("agent", store=again).history()] == [1]
+    finally:
+        again.close()
