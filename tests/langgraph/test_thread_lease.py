@@ -177,6 +177,10 @@ def test_a_leased_thread_is_not_deleted_under_its_owner(saver_url: str) -> None:
             b.delete_thread(thread)
         with pytest.raises(RunLockedError, match="not deleted"):
             asyncio.run(b.adelete_thread(thread))
+        with pytest.raises(RunLockedError, match="not deleted"):
+            b.prune(["free-thread", thread], strategy="delete")  # every lease first, or none
+        with pytest.raises(RunLockedError, match="not deleted"):
+            asyncio.run(b.aprune([thread], strategy="delete"))
         assert _history(b, thread) == before  # nothing lost
         gate.set()
         worker.join()

@@ -374,7 +374,8 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def _deleted(self, thread_id: str, owner: str) -> None:
         if self._leases is not None:
-            self._leases.deleted(thread_id)
+            if thread_id:
+                self._leases.deleted(thread_id)
         else:
             retire_lease_owner(owner)
 
@@ -423,10 +424,22 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         Raises:
             ValueError: Unknown strategy or a negative `keep_last`.
+            RunLockedError: `"delete"` of a thread a leased saver holds; nothing was deleted.
         """
         self._flush()
-        for op in self._prune_ops(*self._prune_args(thread_ids, strategy, keep_last)):
-            self.backend.execute(op)
+        ids, strategy, keep = self._prune_args(thread_ids, strategy, keep_last)
+        owner, claimed = self._delete_owner(), []
+        try:
+            for t in ids if strategy == "delete" else ():  # every lease first, or none
+                claim_for_delete(self.store, t, owner, False)
+                claimed.append(t)
+            for op in self._prune_ops(ids, strategy, keep):
+                self.backend.execute(op)
+        finally:
+            for t in claimed:
+                self.store.release_lease(lease_name(t), owner)
+                self._deleted(t, owner)
+            self._deleted("", owner)
 
     def _prune_args(
         self, thread_ids: Sequence[str] | None, strategy: str, keep_last: int | None

@@ -238,5 +238,15 @@ class RewindSaver(SaverCore):
             args = await self._read(self._prune_args, thread_ids, strategy, keep_last)
         else:  # no I/O
             args = self._prune_args(thread_ids, strategy, keep_last)
-        for op in self._prune_ops(*args):
-            await self.backend.aexecute(op)
+        owner, claimed = self._delete_owner(), []
+        try:
+            for t in args[0] if args[1] == "delete" else ():  # as in `prune`
+                await aclaim_for_delete(self.store, t, owner, False)
+                claimed.append(t)
+            for op in self._prune_ops(*args):
+                await self.backend.aexecute(op)
+        finally:
+            for t in claimed:
+                await self.store.arelease_lease(lease_name(t), owner)
+                self._deleted(t, owner)
+            self._deleted("", owner)
