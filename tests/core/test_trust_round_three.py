@@ -33,6 +33,16 @@ from cli_support import batch
 from redis_support import RedisServer
 
 
+async def _on_a_loop(store: agentrewind.Store, coro: Any) -> Any:
+    """Await `coro`, then close the store's async side on this loop (its pool or client)."""
+    try:
+        return await coro
+    finally:
+        close = getattr(store, "aclose_async", None)
+        if close is not None:
+            await close()
+
+
 # -- item 2: a timeline writer paused past its lease ------------------------------------------
 def test_a_timeline_writer_paused_past_its_lease_cannot_overwrite_the_new_owner(
     store_url: str,
@@ -129,7 +139,7 @@ def test_readers_stop_on_a_cycle_already_in_the_store(store_url: str) -> None:
         with pytest.raises(agentrewind.CheckpointCycleError, match="form a cycle"):
             Timeline("tl", store=store)
         with pytest.raises(agentrewind.CheckpointCycleError):
-            asyncio.run(Timeline.aopen("tl", store=store))
+            asyncio.run(_on_a_loop(store, Timeline.aopen("tl", store=store)))
         if not store_url.startswith("memory"):
             url = store_url
             for argv in (["branches", "tl"], ["tree", "tl"], ["log", "tl"]):
@@ -223,7 +233,10 @@ def test_redis_out_of_memory_is_a_named_error_without_the_scripts_sha(
         admin.config_set("maxmemory-policy", "noeviction")
         admin.config_set("maxmemory", 1)
         try:
-            for call in (lambda: store.begin_run("r"), lambda: asyncio.run(store.abegin_run("r"))):
+            for call in (
+                lambda: store.begin_run("r"),
+                lambda: asyncio.run(_on_a_loop(store, store.abegin_run("r"))),
+            ):
                 with pytest.raises(agentrewind.StoreError, match="out of memory") as caught:
                     call()
                 assert not re.search(r"[0-9a-f]{40}", str(caught.value)), caught.value
@@ -282,3 +295,20 @@ def test_a_frozen_redis_fails_a_run_after_one_socket_timeout(
     finally:
         os.kill(own_redis.proc.pid, signal.SIGCONT)
         store.close()
+
+
+# -- item 6: a closed store refuses by name; closing a timeline after its store is harmless -----
+def test_a_timeline_after_its_store_closed(store_url: str) -> None:
+    store = agentrewind.connect(store_url)
+    tl = Timeline("agent", store=store)
+    tl.checkpoint({"n": 1})
+    store.close()
+    with pytest.raises(agentrewind.StoreClosedError):
+        tl.checkpoint({"n": 2})
+    tl.close()  # its lease lapses: nothing to release in a closed store
+    again = agentrewind.connect(store_url)
+    try:
+        if not store_url.startswith("memory"):
+            assert [c.state["n"] for c in Timeline("agent", store=again).history()] == [1]
+    finally:
+        again.close()

@@ -168,6 +168,12 @@ def _run_paused(saver: RewindSaver, thread: str) -> tuple[Any, threading.Event, 
     return worker, gate, outcome
 
 
+async def _on_a_loop(url: str, call: Any) -> None:
+    """`call(saver)` on a saver opened and closed on this event loop (its async pool too)."""
+    async with RewindSaver(url) as saver:
+        await call(saver)
+
+
 def test_a_leased_thread_is_not_deleted_under_its_owner(saver_url: str) -> None:
     thread = uuid.uuid4().hex
     with RewindSaver(saver_url, lease=True) as a, RewindSaver(saver_url) as b:
@@ -176,7 +182,11 @@ def test_a_leased_thread_is_not_deleted_under_its_owner(saver_url: str) -> None:
         with pytest.raises(RunLockedError, match="not deleted"):
             b.delete_thread(thread)
         with pytest.raises(RunLockedError, match="not deleted"):
-            asyncio.run(b.adelete_thread(thread))
+            asyncio.run(_on_a_loop(saver_url, lambda c: c.adelete_thread(thread)))
+        with pytest.raises(RunLockedError, match="not deleted"):
+            b.prune(["free-thread", thread], strategy="delete")  # every lease first, or none
+        with pytest.raises(RunLockedError, match="not deleted"):
+            asyncio.run(_on_a_loop(saver_url, lambda c: c.aprune([thread], strategy="delete")))
         assert _history(b, thread) == before  # nothing lost
         gate.set()
         worker.join()
@@ -197,7 +207,7 @@ def test_a_forced_delete_stops_the_owner_with_data_lost_error(saver_url: str, mo
         if mode == "sync":
             b.delete_thread(thread, force=True)
         else:
-            asyncio.run(b.adelete_thread(thread, force=True))
+            asyncio.run(_on_a_loop(saver_url, lambda c: c.adelete_thread(thread, force=True)))
         gate.set()
         worker.join()
         assert len(outcome) == 1 and isinstance(outcome[0], DataLostError), outcome

@@ -460,3 +460,44 @@ def test_langgraph_saver(url: str, tmp_path: Path, fault: str) -> None:
         found = _graph_anomalies(url, thread, nodes, effects(log), a.pid, b.pid)
         anomalies += [f"try {t}: {x}" for x in found]
     report(f"langgraph-{fault}", url, tries, anomalies, locked)
+
+
+def test_langgraph_saver_delete_under_a_live_lease(url: str, tmp_path: Path) -> None:
+    """Another process deletes the thread a leased saver is running: refused (the graph ends
+    whole); forced, the owner stops with `DataLostError` and the thread stays deleted."""
+    pytest.importorskip("langgraph.graph")
+    from agentrewind_langgraph import RewindSaver
+
+    rng = random.Random()
+    anomalies: list[str] = []
+    for t in range(TRIES):
+        for force in (False, True):
+            thread, log, nodes = unique("thread"), tmp_path / f"del-{t}-{force}", 20
+            a = spawn("graph", url, thread, log, nodes, 5.0, 0.03)
+            expect(a, "ready")
+            time.sleep(rng.uniform(0.1, 0.4))
+            cfg: Any = {"configurable": {"thread_id": thread}}
+            with RewindSaver(url) as other:
+                try:
+                    other.delete_thread(thread, force=force)
+                    refused = False
+                except agentrewind.RunLockedError:
+                    refused = True
+            code, out, err = finish(a)
+            with RewindSaver(url) as reader:
+                latest = reader.get_tuple(cfg)
+            if not force:
+                if not refused:
+                    anomalies.append(f"try {t}: a leased thread was deleted without force")
+                if code != 0 or latest is None:
+                    anomalies.append(f"try {t}: the owner did not finish whole: {out} {err[-300:]}")
+                    continue
+                items = latest.checkpoint["channel_values"].get("items", [])
+                if [int(x.split(":")[0]) for x in items] != list(range(nodes)):
+                    anomalies.append(f"try {t}: the final state lost nodes: {items}")
+            else:
+                if code != 3 or "lost DataLostError" not in out:
+                    anomalies.append(f"try {t}: the forced-off owner said {out!r} ({code})")
+                if latest is not None:
+                    anomalies.append(f"try {t}: a late checkpoint brought the deleted thread back")
+    report("langgraph-delete", url, TRIES, anomalies)

@@ -26,6 +26,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
+from upstream_process import run_pytest
+
 from redis_support import own_redis_url
 
 HERE = Path(__file__).resolve().parent
@@ -89,7 +91,10 @@ def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def run_suite(root: Path, tests: str, junit: Path, store: str | None, extra: list[str]) -> None:
+def run_suite(
+    root: Path, tests: str, junit: Path, store: str | None, extra: list[str]
+) -> str | None:
+    """Run the suite (wrapped on `store`); None, or how the child crashed or hung."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -113,7 +118,7 @@ def run_suite(root: Path, tests: str, junit: Path, store: str | None, extra: lis
     if store is not None:
         env["AGENTREWIND_UPSTREAM_STORE"] = store
         cmd += ["-p", "langchain_upstream_plugin"]
-    subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return run_pytest(cmd, cwd=root, env=env)
 
 
 def cause(message: str) -> str:
@@ -129,12 +134,16 @@ def main() -> int:
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     redis = own_redis_url() if "redis" in args.stores.split(",") else ""
-    total_unexplained = 0
+    total_unexplained = crashes = 0
     for suite in args.suites.split(","):
         dist, tests = SUITES[suite]
         root = sdist(dist, args.workdir)
         plain_xml = args.workdir / f"{suite}-plain.xml"
-        run_suite(root, tests, plain_xml, None, args.pytest_args)
+        crash = run_suite(root, tests, plain_xml, None, args.pytest_args)
+        if crash:
+            print(f"\n!! {dist} {tests} unwrapped {crash}")
+            crashes += 1
+            continue
         plain = outcomes(plain_xml)
         passed = {t for t, (state, _) in plain.items() if state == "passed"}
         print(f"\n== {dist} {tests}: {len(passed)} of {len(plain)} pass unwrapped")
@@ -143,7 +152,11 @@ def main() -> int:
                 f"sqlite:///{args.workdir / f'{suite}-journal.db'}" if store == "sqlite" else redis
             )
             wrapped_xml = args.workdir / f"{suite}-{store}.xml"
-            run_suite(root, tests, wrapped_xml, url, args.pytest_args)
+            crash = run_suite(root, tests, wrapped_xml, url, args.pytest_args)
+            if crash:  # not a list of failures: the process died or hung
+                print(f"!! {store}: the wrapped suite {crash}")
+                crashes += 1
+                continue
             wrapped = outcomes(wrapped_xml)
             broken = sorted(t for t in passed if wrapped.get(t, ("missing", ""))[0] != "passed")
             unexplained = [t for t in broken if not cause(wrapped.get(t, ("", ""))[1])]
@@ -159,7 +172,9 @@ def main() -> int:
                     f"   {test}\n      {message}" + (f"\n      known cause: {why}" if why else "")
                 )
     print(f"\n{total_unexplained} wrapped-only failures without a known cause")
-    return 0
+    if crashes:
+        print(f"{crashes} suite run(s) crashed or hung (see !! above)")
+    return 1 if crashes else 0
 
 
 if __name__ == "__main__":

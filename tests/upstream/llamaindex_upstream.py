@@ -30,6 +30,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
+from upstream_process import run_pytest
+
 from redis_support import own_redis_url
 
 HERE = Path(__file__).resolve().parent
@@ -72,7 +74,11 @@ def find_tests(explicit: str | None) -> Path:
 
 
 def run_suite(tests: Path, store: str | None, report: Path) -> tuple[set[str], int]:
-    """Run the suite once; return the failed test ids and how many tests ran."""
+    """Run the suite once; return the failed test ids and how many tests ran.
+
+    Raises:
+        RuntimeError: The child pytest crashed or hung (never read as failures).
+    """
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     env.pop("AGENTREWIND_UPSTREAM_STORE", None)
@@ -80,7 +86,9 @@ def run_suite(tests: Path, store: str | None, report: Path) -> tuple[set[str], i
     if store:
         env["AGENTREWIND_UPSTREAM_STORE"] = store
         args += ["-p", "llamaindex_wrap_plugin"]
-    subprocess.run(args, cwd=tests.parent, env=env, capture_output=True, text=True)
+    crash = run_pytest(args, cwd=tests.parent, env=env)
+    if crash:
+        raise RuntimeError(f"the suite{' wrapped on ' + store if store else ''} {crash}")
     failed: set[str] = set()
     total = 0
     for case in ET.parse(report).iter("testcase"):

@@ -7,7 +7,6 @@ the same `_*_op` helpers here, so the two APIs cannot drift apart.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
 import time
 import weakref
@@ -30,7 +29,7 @@ from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owne
 
 from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
-from ._lease import ThreadLeases, delete_claim, deleted_error, lease_name
+from ._lease import ThreadLeases, claim_for_delete, deleted_error, lease_name
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
 from ._rows import (
     collect_history,
@@ -363,12 +362,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         """
         thread_id, owner = str(thread_id), self._delete_owner()
         try:
-            claim = delete_claim(thread_id, owner, force)
-            with contextlib.suppress(StopIteration):
-                call = next(claim)
-                while True:
-                    name, args, kwargs = call
-                    call = claim.send(getattr(self.store, name)(*args, **kwargs))
+            claim_for_delete(self.store, thread_id, owner, force)
             self.backend.execute(self._delete_thread_op(thread_id))
         finally:
             self.store.release_lease(lease_name(thread_id), owner)
@@ -380,7 +374,8 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def _deleted(self, thread_id: str, owner: str) -> None:
         if self._leases is not None:
-            self._leases.deleted(thread_id)
+            if thread_id:
+                self._leases.deleted(thread_id)
         else:
             retire_lease_owner(owner)
 
@@ -429,10 +424,22 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         Raises:
             ValueError: Unknown strategy or a negative `keep_last`.
+            RunLockedError: `"delete"` of a thread a leased saver holds; nothing was deleted.
         """
         self._flush()
-        for op in self._prune_ops(*self._prune_args(thread_ids, strategy, keep_last)):
-            self.backend.execute(op)
+        ids, strategy, keep = self._prune_args(thread_ids, strategy, keep_last)
+        owner, claimed = self._delete_owner(), []
+        try:
+            for t in ids if strategy == "delete" else ():  # every lease first, or none
+                claim_for_delete(self.store, t, owner, False)
+                claimed.append(t)
+            for op in self._prune_ops(ids, strategy, keep):
+                self.backend.execute(op)
+        finally:
+            for t in claimed:
+                self.store.release_lease(lease_name(t), owner)
+                self._deleted(t, owner)
+            self._deleted("", owner)
 
     def _prune_args(
         self, thread_ids: Sequence[str] | None, strategy: str, keep_last: int | None

@@ -17,6 +17,7 @@ dropped checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import weakref
@@ -32,7 +33,7 @@ from agentrewind.adapters import (
     retire_lease_owner,
 )
 
-__all__ = ["ThreadLeases", "delete_claim", "deleted_error"]
+__all__ = ["ThreadLeases", "aclaim_for_delete", "claim_for_delete", "delete_claim", "deleted_error"]
 
 T = TypeVar("T")
 
@@ -60,7 +61,7 @@ def delete_claim(
 
     Yields `(store method, args, kwargs)`; sends back each result. The delete runs while
     `owner` holds the lease (so a leased writer's writes are fenced off meanwhile), and
-    releases it after.
+    releases it after; a forced one deletes the holder's lease instead.
 
     Raises:
         RunLockedError: Another live saver holds the thread's lease and `force` is false;
@@ -74,16 +75,34 @@ def delete_claim(
         err = RunLockedError(thread_id, result[1], result[2])
         err.args = (f"{err.args[0]}; not deleted (pass force=True to delete it anyway)",)
         raise err
-    # Forced: drop the holder's lease, so its next write fails with `DataLostError`.
+    # Forced: drop the holder's lease (and hold none), so its next write finds no lease
+    # within its ttl and fails with `DataLostError`, not `LeaseLostError` naming this delete.
     yield ("delete_run", (name,), {"force": True})
-    result = yield ("acquire_lease", (name, owner, DELETE_TTL), {})
-    if not result.acquired:  # pragma: no cover - another writer took it in between
-        raise RunLockedError(thread_id, result[1], result[2])
 
 
 def lease_name(thread_id: str) -> str:
     """The lease's run id in the store (apart from core runs named after the thread)."""
     return f"langgraph:{thread_id}"
+
+
+def claim_for_delete(store: Store, thread_id: str, owner: str, force: bool) -> None:
+    """`delete_claim` driven by the store's sync methods."""
+    claim = delete_claim(thread_id, owner, force)
+    with contextlib.suppress(StopIteration):
+        call = next(claim)
+        while True:
+            name, args, kwargs = call
+            call = claim.send(getattr(store, name)(*args, **kwargs))
+
+
+async def aclaim_for_delete(store: Store, thread_id: str, owner: str, force: bool) -> None:
+    """`delete_claim` driven by the store's async twins."""
+    claim = delete_claim(thread_id, owner, force)
+    with contextlib.suppress(StopIteration):
+        call = next(claim)
+        while True:
+            name, args, kwargs = call
+            call = claim.send(await getattr(store, f"a{name}")(*args, **kwargs))
 
 
 class ThreadLeases:

@@ -9,7 +9,6 @@ loop itself, else on the backend's writer thread and a small pool of reader thre
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -26,7 +25,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ._core import SaverCore
-from ._lease import delete_claim, lease_name
+from ._lease import aclaim_for_delete, lease_name
 from ._rows import query_args
 
 __all__ = ["RewindSaver"]
@@ -206,12 +205,7 @@ class RewindSaver(SaverCore):
         """Async twin of `delete_thread`."""
         thread_id, owner = str(thread_id), self._delete_owner()
         try:
-            claim = delete_claim(thread_id, owner, force)
-            with contextlib.suppress(StopIteration):
-                call = next(claim)
-                while True:
-                    name, args, kwargs = call
-                    call = claim.send(await getattr(self.store, f"a{name}")(*args, **kwargs))
+            await aclaim_for_delete(self.store, thread_id, owner, force)
             await self.backend.aexecute(self._delete_thread_op(thread_id))
         finally:
             await self.store.arelease_lease(lease_name(thread_id), owner)
@@ -244,5 +238,15 @@ class RewindSaver(SaverCore):
             args = await self._read(self._prune_args, thread_ids, strategy, keep_last)
         else:  # no I/O
             args = self._prune_args(thread_ids, strategy, keep_last)
-        for op in self._prune_ops(*args):
-            await self.backend.aexecute(op)
+        owner, claimed = self._delete_owner(), []
+        try:
+            for t in args[0] if args[1] == "delete" else ():  # as in `prune`
+                await aclaim_for_delete(self.store, t, owner, False)
+                claimed.append(t)
+            for op in self._prune_ops(*args):
+                await self.backend.aexecute(op)
+        finally:
+            for t in claimed:
+                await self.store.arelease_lease(lease_name(t), owner)
+                self._deleted(t, owner)
+            self._deleted("", owner)

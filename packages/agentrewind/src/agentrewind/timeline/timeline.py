@@ -15,9 +15,11 @@ and need no twin; `arefresh()` reloads from the store.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import StoreClosedError
 from ..ids import check_id
 from ..serde import Serializer
 from ..stores import Store
@@ -106,7 +108,8 @@ class Timeline(TimelineBase):
         try:
             if self._lease_at > float("-inf"):
                 self._lease_at = float("-inf")
-                self.store.release_lease(self.name, self._owner)
+                with contextlib.suppress(StoreClosedError):  # closed first: the lease lapses
+                    self.store.release_lease(self.name, self._owner)
         finally:
             retire_lease_owner(self._owner)
             if self._owns_store:
@@ -117,7 +120,8 @@ class Timeline(TimelineBase):
         try:
             if self._lease_at > float("-inf"):
                 self._lease_at = float("-inf")
-                await self.store.arelease_lease(self.name, self._owner)
+                with contextlib.suppress(StoreClosedError):
+                    await self.store.arelease_lease(self.name, self._owner)
         finally:
             retire_lease_owner(self._owner)
             if self._owns_store:
