@@ -26,7 +26,8 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
+from .cache import run_step
+from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
@@ -386,14 +387,15 @@ class Run:
         self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
-    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    def step(
+        self, name: str, fn: Callable[..., T], /, *args: Any, cache_ttl: float = 0, **kwargs: Any
+    ) -> T:
         """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
 
-        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments.
+        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments;
+        `cache_ttl` > 0 (seconds) also serves it across runs from the store's cache.
         """
-        if inspect.iscoroutinefunction(fn):
-            return self._astep(name, fn, None, args, kwargs)  # type: ignore[return-value]
-        return self._step(name, fn, None, args, kwargs)
+        return run_step(self, name, fn, args, kwargs, cache_ttl)  # type: ignore[no-any-return]
 
     def _step(
         self,

@@ -8,10 +8,14 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from ..errors import StoreError
 from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
+
+if TYPE_CHECKING:
+    from .cache import CacheBackend
 
 __all__ = [
     "LeaseResult",
@@ -286,6 +290,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def release_lease(self, run_id: str, owner: str) -> None:
         """Release the lease if `owner` still holds it."""
+
+    # -- the cross-run cache (stores/cache.py) -----------------------------------------------
+    @functools.cached_property
+    def cache(self) -> CacheBackend:
+        """The cross-run cache of this store's namespace, opened on first use."""
+        return self._open_cache()
+
+    def _open_cache(self) -> CacheBackend:
+        raise StoreError(f"{type(self).__name__} has no cross-run cache")
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
