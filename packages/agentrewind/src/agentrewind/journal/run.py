@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import inspect
 import json
 import threading
 import time

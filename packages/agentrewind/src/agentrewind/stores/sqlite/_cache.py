@@ -51,7 +51,8 @@ PUT = """INSERT INTO ar_cache (ns, site, key, value, expires_at, used_at, durati
     duration = excluded.duration, tokens = excluded.tokens"""
 SWEEP = "DELETE FROM ar_cache WHERE ns = ? AND expires_at < ?"
 EVICT = """DELETE FROM ar_cache WHERE ns = ?1 AND site = ?2 AND key IN (
-    SELECT key FROM ar_cache WHERE ns = ?1 AND site = ?2 ORDER BY used_at DESC LIMIT -1 OFFSET ?3)"""
+    SELECT key FROM ar_cache WHERE ns = ?1 AND site = ?2
+    ORDER BY used_at DESC LIMIT -1 OFFSET ?3)"""
 SITE_SIZES = """SELECT site, count(*), sum(length(value)) FROM ar_cache
     WHERE ns = ? AND (expires_at IS NULL OR expires_at >= ?) GROUP BY site"""
 COUNTERS = "SELECT site, hits, misses, seconds_saved, tokens_saved FROM ar_cache_stats WHERE ns = ?"
