@@ -1,4 +1,4 @@
-"""A child process of the cross-run cache tests (`python _cache_worker.py URL RUN COUNTER Q MODE TTL`).
+"""A child of the cross-run cache tests: `python _cache_worker.py URL RUN COUNTER Q MODE TTL`.
 
 Opens run RUN on URL and asks `search(Q)` as a step cached for TTL seconds (`cache_ttl`). `search`
 appends Q to COUNTER (one write + fsync: a paid call, counted even if this process dies) and
