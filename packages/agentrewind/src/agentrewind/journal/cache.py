@@ -19,17 +19,14 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import SerializationError
+from ..records import RunMetrics
 from ..serde import Serializer
 from ..stores import Store
 from ..stores.cache import CacheEntry, CacheStats
-from .call import Call
-
-if TYPE_CHECKING:
-    from .call import JournalSettings
-    from .run import Run
+from .call import Call, JournalSettings, Outcome
 
 __all__ = [
     "CacheControl",
@@ -43,6 +40,33 @@ __all__ = [
 
 log = logging.getLogger("agentrewind.cache")
 _UNSTORABLE_LOGGED: set[str] = set()
+
+
+class Run(Protocol):
+    """What the cache uses of `agentrewind.Run` (which imports this module)."""
+
+    @property
+    def middleware(self) -> JournalSettings: ...
+
+    @property
+    def metrics(self) -> RunMetrics: ...
+
+    @property
+    def _lock(self) -> Any: ...
+
+    def begin(self, kind: str, name: str, key_input: Any, *, side_effects: bool = ...) -> Call:
+        """See `Run.begin`."""
+        ...
+
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
+
+    def _step(
+        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
+    ) -> Any: ...
+
+    def _astep(
+        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
+    ) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

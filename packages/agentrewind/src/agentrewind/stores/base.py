@@ -8,14 +8,12 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import StoreError
 from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
-
-if TYPE_CHECKING:
-    from .cache import CacheBackend
+from .cache import CacheBackend
 
 __all__ = [
     "LeaseResult",

@@ -15,12 +15,18 @@ import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .base import Store
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["CacheBackend", "CacheEntry", "CacheStats", "MemoryCache"]
+
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    """What a cache uses of its `Store` (which imports this module): its worker threads."""
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

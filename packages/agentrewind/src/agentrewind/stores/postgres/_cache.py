@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import SchemaVersionError
 from ..cache import CacheBackend, CacheEntry, CacheStats
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
 
 __all__ = ["PostgresCache"]
 
@@ -67,7 +64,7 @@ COUNTERS = """SELECT site, hits, misses, seconds_saved, tokens_saved FROM {s}.ar
 class PostgresCache(CacheBackend):
     """The cache of a `PostgresStore` namespace."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Any) -> None:  # a PostgresStore (which imports this module)
         super().__init__(store)
         self.pg = store
         self.db = store.db

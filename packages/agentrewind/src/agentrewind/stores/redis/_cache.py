@@ -10,13 +10,10 @@ one script. The namespace's `cache_sites` set (another slot) lists the sites for
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..cache import CacheBackend, CacheEntry, CacheStats
 from . import _keys as K
-
-if TYPE_CHECKING:
-    from .store import RedisStore
 
 __all__ = ["RedisCache"]
 
@@ -84,7 +81,7 @@ return n
 class RedisCache(CacheBackend):
     """The cache of a `RedisStore` namespace (Redis, Valkey, Redis Cluster)."""
 
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: Any) -> None:  # a RedisStore (which imports this module)
         super().__init__(store)
         self.redis: Any = store
         client = store.client

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ...errors import SchemaVersionError
 from ..cache import CacheBackend, CacheEntry, CacheStats
 from .db import apply_migrations
-
-if TYPE_CHECKING:
-    from .store import SQLiteStore
 
 __all__ = ["SQLiteCache"]
 
@@ -61,7 +58,7 @@ COUNTERS = "SELECT site, hits, misses, seconds_saved, tokens_saved FROM ar_cache
 class SQLiteCache(CacheBackend):
     """The cache of a `SQLiteStore` namespace."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Any) -> None:  # a SQLiteStore (which imports this module)
         super().__init__(store)
         self.db = store.db
         self.ns = store.namespace
