@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..documents import DocumentError, RunNotFoundError
 from ..errors import AgentRewindError, StoreError
-from . import deleting, listing, moving, views
+from . import caching, deleting, listing, moving, views
 from .common import EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_STORE, CliError, open_store
 from .parser import build_parser
 
@@ -48,6 +48,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": moving.cmd_export,
     "import": moving.cmd_import,
     "ui": _cmd_ui,
+    "cache": caching.cmd_cache,
 }
 
 

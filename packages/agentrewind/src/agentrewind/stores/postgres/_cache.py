@@ -90,12 +90,15 @@ class PostgresCache(CacheBackend):
             self.db.migrate(table, migrations, CACHE_VERSION, too_new)
             self._ready = True
 
-    def _run(self, statements: list[tuple[str, Any]], fetch: int | None = None) -> list[Any]:
-        self._tables()
+    def _run(
+        self, statements: list[tuple[str, Any]], fetch: int | None = None, *, write: bool = True
+    ) -> list[Any]:
+        if write:
+            self._tables()
 
         def txn(conn: Any) -> list[Any]:
             rows: list[Any] = []
-            with self.db.transaction(conn):
+            with self.db.transaction(conn, write=write):
                 for i, (sql, params) in enumerate(statements):
                     cur = conn.execute(self.pg.render(sql), params)
                     if i == fetch:
@@ -142,9 +145,15 @@ class PostgresCache(CacheBackend):
 
     def stats(self) -> list[CacheStats]:
         out: dict[str, CacheStats] = {}
-        for site, entries, size in self._run([(SITE_SIZES, (self.ns, time.time()))], fetch=0):
+        if not self._ready and self.db.version(self.pg.render("{s}.ar_cache_version")) is None:
+            return []  # never cached here (and a read-only store creates nothing)
+        for site, entries, size in self._run(
+            [(SITE_SIZES, (self.ns, time.time()))], fetch=0, write=False
+        ):
             out[site] = CacheStats(site, int(entries), int(size or 0))
-        for site, hits, misses, seconds, tokens in self._run([(COUNTERS, (self.ns,))], fetch=0):
+        for site, hits, misses, seconds, tokens in self._run(
+            [(COUNTERS, (self.ns,))], fetch=0, write=False
+        ):
             s = out.setdefault(site, CacheStats(site))
             s.hits, s.misses, s.seconds_saved = int(hits), int(misses), float(seconds)
             s.tokens_saved = int(tokens)

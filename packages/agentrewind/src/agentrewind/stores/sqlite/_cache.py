@@ -52,6 +52,7 @@ EVICT = """DELETE FROM ar_cache WHERE ns = ?1 AND site = ?2 AND key IN (
     ORDER BY used_at DESC LIMIT -1 OFFSET ?3)"""
 SITE_SIZES = """SELECT site, count(*), sum(length(value)) FROM ar_cache
     WHERE ns = ? AND (expires_at IS NULL OR expires_at >= ?) GROUP BY site"""
+HAS_TABLES = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ar_cache_stats'"
 COUNTERS = "SELECT site, hits, misses, seconds_saved, tokens_saved FROM ar_cache_stats WHERE ns = ?"
 
 
@@ -124,9 +125,10 @@ class SQLiteCache(CacheBackend):
         return int(gone)
 
     def stats(self) -> list[CacheStats]:
-        self._tables()
         out: dict[str, CacheStats] = {}
-        with self.db.read() as conn:
+        with self.db.read() as conn:  # read only: a store that never cached has no tables
+            if conn.execute(HAS_TABLES).fetchone() is None:
+                return []
             for site, entries, size in conn.execute(SITE_SIZES, (self.ns, time.time())):
                 out[site] = CacheStats(site, int(entries), int(size or 0))
             for site, hits, misses, seconds, tokens in conn.execute(COUNTERS, (self.ns,)):
