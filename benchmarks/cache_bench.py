@@ -78,7 +78,7 @@ def _flat(store: agentrewind.Store, sizes: list[int], n: int) -> list[float]:
         while filled < size:
             cache.put(site, f"k{filled}", entry, ttl=3600)
             filled += 1
-        out.append(_median_us(lambda i: cache.get(site, f"k{(i * 7919) % size}"), n))
+        out.append(_median_us(lambda i, s=size: cache.get(site, f"k{(i * 7919) % s}"), n))
     cache.clear(site)
     return out
 

@@ -93,8 +93,10 @@ class PostgresCache(CacheBackend):
     def _run(
         self, statements: list[tuple[str, Any]], fetch: int | None = None, *, write: bool = True
     ) -> list[Any]:
-        """One transaction in one round trip; writes without waiting for the disk (a lost
-        cache write costs a call, never a wrong value)."""
+        """One transaction in one round trip; writes do not wait for the disk.
+
+        A cache write lost in a crash costs one call again, never a wrong value.
+        """
         rendered = [(self.pg.render(sql), params) for sql, params in statements]
         if not write:
             rows: list[Any] = self.db.fetchall(*rendered[0])
