@@ -267,10 +267,14 @@ def run_step(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    cache_ttl: float,
 ) -> Any:
-    """`Run.step`: a journaled step, also cached across runs when `cache_ttl` > 0."""
-    if cache_ttl:
+    """`Run.step`: a journaled step, also cached across runs with a `cache_ttl=` (seconds).
+
+    An async `fn` gives an awaitable. The step is keyed by `name` and its arguments; the
+    keyword `cache_ttl` is the step's, never passed on to `fn`.
+    """
+    cache_ttl = kwargs.pop("cache_ttl", None)
+    if cache_ttl is not None:
         options = cache_options(cache_ttl)
         assert options is not None
         key_input = {"args": list(args), "kwargs": kwargs}

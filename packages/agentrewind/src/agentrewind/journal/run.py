@@ -18,7 +18,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError, RunLockedError
 from ..ids import check_id, new_id
@@ -26,7 +26,7 @@ from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .cache import run_step
-from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome
+from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import LeaseKeeper, final_write, lost_error
 from .notes import Notes, taken_over
@@ -386,15 +386,15 @@ class Run:
         self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
-    def step(
-        self, name: str, fn: Callable[..., T], /, *args: Any, cache_ttl: float = 0, **kwargs: Any
-    ) -> T:
-        """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
-
-        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments;
-        `cache_ttl` > 0 (seconds) also serves it across runs from the store's cache.
-        """
-        return run_step(self, name, fn, args, kwargs, cache_ttl)  # type: ignore[no-any-return]
+    @overload
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+    @overload
+    def step(  # type: ignore[overload-cannot-match]
+        self, name: str, fn: Callable[..., T], /, *args: Any, cache_ttl: float, **kwargs: Any
+    ) -> T: ...
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run `fn(*args, **kwargs)` as a recorded step; `cache_ttl=` caches it across runs."""
+        return run_step(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     def _step(
         self,
