@@ -208,3 +208,16 @@ def test_bad_cache_options_are_refused(mw: agentrewind.Middleware) -> None:
         mw.step("x", cache_ttl=-1)
     with pytest.raises(ValueError, match="max_entries"):
         mw.step("x", cache_ttl=1, max_entries=0)
+
+
+def test_the_viewer_marks_a_hit_cached(mw: agentrewind.Middleware) -> None:
+    from agentrewind.ui.api import run_detail
+
+    _, search = _counting()
+    for run_id in ("a", "b"):
+        with mw.run(run_id) as run:
+            run.step("search", search, "q", cache_ttl=60)
+    rows = run_detail(mw.store, "b")["waterfall"]
+    assert [r["outcome"] for r in rows["rows"]] == ["cached"]
+    assert rows["counts"]["cached"] == 1 and rows["counts"]["executed"] == 0
+    assert [r["outcome"] for r in run_detail(mw.store, "a")["waterfall"]["rows"]] == ["executed"]
