@@ -124,7 +124,7 @@ def test_runs_list_kinds_statuses_and_savings(viewer: ViewerServer) -> None:
 def test_waterfall_counts_replayed_and_executed_calls(viewer: ViewerServer) -> None:
     data = get(viewer, "/api/runs/order-1")
     wf = data["waterfall"]
-    assert wf["counts"] == {"executed": 3, "replayed": 2, "failed": 0, "started": 0,
+    assert wf["counts"] == {"executed": 3, "replayed": 2, "cached": 0, "failed": 0, "started": 0,
                             "replayed_unplaced": 0}  # fmt: skip
     rows = [(r["name"], r["outcome"]) for r in wf["rows"]]
     assert rows == [("fetch", "executed"), ("charge", "executed"), ("fetch", "replayed"),

@@ -28,9 +28,11 @@ with middleware.run("order-42") as run:
     rows = run.step("fetch", fetch_rows, "ada")
     assert_type(rows, list[str])
     assert_type(run.step("fetch", fetch_rows, "ada", limit=3), list[str])
-    run.step("fetch", fetch_rows, "ada", "wrong")  # type: ignore[arg-type]
-    run.step("fetch", fetch_rows, "ada", 1, 2)  # type: ignore[call-arg]
-    run.step("fetch", fetch_rows)  # type: ignore[call-arg]
+    assert_type(run.step("fetch", fetch_rows, "ada", cache_ttl=60), list[str])
+    # (`step` is overloaded for `cache_ttl=`: a wrong call matches no variant)
+    run.step("fetch", fetch_rows, "ada", "wrong")  # type: ignore[call-overload]
+    run.step("fetch", fetch_rows, "ada", 1, 2)  # type: ignore[call-overload]
+    run.step("fetch", fetch_rows)  # type: ignore[call-overload]
     run.step("fetch", fetch_rows, "ada", size=3)  # type: ignore[call-arg]
 
 
@@ -66,7 +68,7 @@ async def main() -> None:
     async with middleware.run("order-43") as arun:
         assert_type(await lookup_step("o-1"), dict[str, str])
         assert_type(await arun.step("lookup", lookup, "o-2"), dict[str, str])
-        await arun.step("lookup", lookup, 42)  # type: ignore[arg-type]
+        await arun.step("lookup", lookup, 42)  # type: ignore[call-overload]
 
 
 class Pipeline:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _codec
+from ._cache import RewindCache
 from ._codec import ALLOWED_OBJECTS
 from ._middleware import Middleware
 from ._patches import install
@@ -30,6 +31,7 @@ __all__ = [
     "RUN_ID_KEY",
     "Middleware",
     "RewindAgentMiddleware",
+    "RewindCache",
     "RewindRunnable",
     "install",
     "resolve_run_id",

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._serde import SafeSerializer, UnsafeCheckpointError
+    from .cache import RewindCache
     from .migrate import migrate_postgres_saver, migrate_sqlite_saver
     from .saver import RewindSaver
 
 __all__ = [
+    "RewindCache",
     "RewindSaver",
     "SafeSerializer",
     "UnsafeCheckpointError",
@@ -22,6 +24,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "RewindCache": ".cache",
     "RewindSaver": ".saver",
     "SafeSerializer": "._serde",
     "UnsafeCheckpointError": "._serde",

@@ -28,6 +28,10 @@ What an adapter does, and where it finds it:
 - **Stores**: `Store` and `connect`; `SQLiteDatabase` and `apply_migrations`, the SQLite
   connection helper and migration runner an adapter shares with the core store when it keeps
   its own tables in the same file (as the LangGraph saver does).
+- **The cross-run cache**: `Store.cache` (a backend with `get` / `put` / `clear` / `stats`
+  and async twins) holds `CacheEntry`s (the JSON of a serializer tree) per call site;
+  `cache_content_key(serializer, kind, name, key_input)` is the journal's key without run and
+  occurrence. Framework-native caches (`agentrewind_langchain.RewindCache`) build on these.
 - **Redis I/O written once**: an operation on a `RedisStore` is a generator yielding
   `RedisScript` / `RedisCommand` / `RedisPipeline` and receiving each reply (a `RedisFlow`);
   `store.drive(flow)` runs it on the sync client, `await store.adrive(flow)` on the store's
@@ -72,11 +76,13 @@ from .journal import (
     current_run,
     idempotency_key,
 )
+from .journal.cache import content_key as cache_content_key
 from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
 from .serde.encryption import Encryption
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
+from .stores.cache import CacheBackend, CacheEntry, CacheStats
 from .stores.leases import make_lease_owner, retire_lease_owner
 from .stores.postgres import BytesArray as PostgresBytesArray
 from .stores.postgres import IntArray as PostgresIntArray
@@ -93,6 +99,9 @@ __all__ = [
     "Adapter",
     "AdapterNotFoundError",
     "AgentRewindError",
+    "CacheBackend",
+    "CacheEntry",
+    "CacheStats",
     "Call",
     "CallEvent",
     "CliRegistrar",
@@ -136,6 +145,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "apply_migrations",
+    "cache_content_key",
     "connect",
     "current_run",
     "default_url",

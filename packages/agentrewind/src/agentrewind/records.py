@@ -278,6 +278,8 @@ class RunMetrics:
         tokens_saved: LLM tokens the replayed calls used when they first ran.
         failures: Calls that raised.
         reruns: Started-but-never-completed steps run again on resume.
+        cache_hits: Calls answered from the cross-run cache instead of running (their
+            seconds and tokens count in `seconds_saved` and `tokens_saved`).
     """
 
     steps: int = 0
@@ -286,6 +288,7 @@ class RunMetrics:
     tokens_saved: int = 0
     failures: int = 0
     reruns: int = 0
+    cache_hits: int = 0
 
     def add(self, other: RunMetrics) -> None:
         """Add `other` into this object in place."""

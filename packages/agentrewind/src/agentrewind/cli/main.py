@@ -13,7 +13,7 @@ from typing import Any
 
 from ..documents import DocumentError, RunNotFoundError
 from ..errors import AgentRewindError, StoreError
-from . import deleting, listing, moving, views
+from . import caching, deleting, listing, moving, views
 from .common import EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_STORE, CliError, open_store
 from .parser import build_parser
 
@@ -52,6 +52,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": lambda args: _worker().cmd_cancel(args),
     "resume": lambda args: _worker().cmd_resume(args),
     "worker": lambda args: _worker().cmd_worker(args),
+    "cache": caching.cmd_cache,
 }
 
 

@@ -34,7 +34,7 @@ EPILOG = """exit codes:
 
 CORE_COMMANDS = (
     "demo", "runs", "log", "tree", "branches", "show", "diff", "metrics", "fork", "rm",
-    "prune", "export", "import", "ui", "cancel", "resume", "worker",
+    "prune", "export", "import", "ui", "cancel", "resume", "worker", "cache",
 )  # fmt: skip
 
 
@@ -221,6 +221,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="with --replace: even a run another process drives (holds its lease)",
     )
+    p = command("cache", "the cross-run cache: per call site statistics, or clear it")
+    p.add_argument("action", choices=["stats", "clear"], metavar="ACTION",
+                   help="stats: entries, bytes, hits, misses, hit rate, seconds and tokens "
+                        "saved per call site; clear: drop entries and statistics")  # fmt: skip
+    p.add_argument("--site", metavar="SITE", help="only this call site (kind:name, as "
+                   "`cache stats` lists it)")  # fmt: skip
     p = command("ui", "serve a local read-only web viewer of the store", json=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")

@@ -23,7 +23,7 @@ P = ParamSpec("P")  # the parameters of a step function (Run.step)
 
 __all__ = ["CURRENT_CALL", "EVENTS_KEPT", "Call", "CallEvent", "CallJournal", "JournalSettings"]
 
-Outcome = Literal["replayed", "executed", "failed", "skipped"]
+Outcome = Literal["replayed", "executed", "cached", "failed", "skipped"]
 IncompletePolicy = Literal["rerun", "skip", "raise"]
 
 
@@ -213,8 +213,12 @@ class Call:
         info["duration"] = time.perf_counter() - self._t0 if self._t0 else 0.0
         return self.run._record(self, "completed", tree, info)
 
-    def complete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
+    def complete(
+        self, output: Any, meta: dict[str, Any] | None = None, *, note: bool = True
+    ) -> None:
         """Record the output; `meta` may carry `tokens` (int) and anything JSON-able.
+
+        `note=False` leaves reporting the outcome to the caller (a cache hit reports `cached`).
 
         Raises:
             SerializationError: The output cannot be stored; the call counts as failed and the
@@ -226,9 +230,12 @@ class Call:
         except BaseException:
             self.run._release(self)
             raise
-        self.run._after_complete(self, record)
+        if note:
+            self.run._after_complete(self, record)
 
-    async def acomplete(self, output: Any, meta: dict[str, Any] | None = None) -> None:
+    async def acomplete(
+        self, output: Any, meta: dict[str, Any] | None = None, *, note: bool = True
+    ) -> None:
         """Async twin of `complete`."""
         record = self._completed_record(output, meta)
         try:
@@ -236,7 +243,8 @@ class Call:
         except BaseException:
             self.run._release(self)
             raise
-        self.run._after_complete(self, record)
+        if note:
+            self.run._after_complete(self, record)
 
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
         self.run._note(self, "failed", exc)

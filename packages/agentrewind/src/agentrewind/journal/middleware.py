@@ -14,6 +14,7 @@ from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
 from . import lifecycle
+from .cache import CacheControl, cache_options
 from .call import log
 from .context import CURRENT_RUN
 from .lifecycle import RecoveryReport
@@ -169,6 +170,9 @@ class Middleware:
         kind: str = "custom",
         side_effects: bool = True,
         key: Callable[..., Any] | None = None,
+        cache_ttl: float | None = None,
+        max_entries: int | None = None,
+        cache_key: Callable[..., Any] | None = None,
     ) -> Callable[[F], F]: ...
     def step(
         self,
@@ -178,22 +182,42 @@ class Middleware:
         kind: str = "custom",
         side_effects: bool = True,
         key: Callable[..., Any] | None = None,
+        cache_ttl: float | None = None,
+        max_entries: int | None = None,
+        cache_key: Callable[..., Any] | None = None,
     ) -> F | Callable[[F], F]:
         """Decorate a function (sync or async) so calls inside a run are recorded/replayed.
 
-        Outside a run of this middleware the function is called normally.
+        Outside a run of this middleware the function is called normally (still cached when
+        `cache_ttl` is given, in this middleware's store).
 
         Args:
             name: The step name (default: the function's qualified name).
             kind: The step kind stored with the record.
             side_effects: Write a `started` record before running (see `on_incomplete`).
             key: `key(*args, **kwargs)` returns what identifies a call (default: all arguments).
+            cache_ttl: Seconds a result is also served across runs from the store's cache
+                (`journal.cache`): the same call in a later run does not run again.
+            max_entries: Entries the cache keeps for this step (least recently used go first).
+            cache_key: `cache_key(*args, **kwargs)` identifies a call for the cache.
         """
         if callable(name):
             return self.step()(name)
+        cache = cache_options(cache_ttl, max_entries, cache_key)
         return make_step_decorator(
-            self._current, name, kind=kind, side_effects=side_effects, key=key
+            self._current,
+            name,
+            kind=kind,
+            side_effects=side_effects,
+            key=key,
+            cache=cache,
+            settings=self,
         )
+
+    @property
+    def cache(self) -> CacheControl:
+        """The cross-run cache of this middleware's store: `clear(site=)`, `stats()`."""
+        return CacheControl(self.store)
 
     def _current(self) -> Run | None:
         run = CURRENT_RUN.get()

@@ -12,20 +12,20 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import inspect
 import json
 import threading
 import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError
 from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
+from .cache import run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
@@ -133,8 +133,7 @@ class Run:
             await self._adrop_lease()
             raise
 
-    def _drop_lease(self) -> None:
-        # Retired even when the store is down, so a retry in this process takes over at once.
+    def _drop_lease(self) -> None:  # retired even if the store is down: a retry here takes over
         try:
             self.middleware.store.release_lease(self.run_id, self.owner)
         finally:
@@ -390,14 +389,15 @@ class Run:
         self._emit("call", call, outcome, error)
 
     # -- plain Python steps -----------------------------------------------------------------
-    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run `fn(*args, **kwargs)` as a recorded step, or return its recorded result.
-
-        An async `fn` returns an awaitable. The step is keyed by `name` and its arguments.
-        """
-        if inspect.iscoroutinefunction(fn):
-            return self._astep(name, fn, None, args, kwargs)  # type: ignore[return-value]
-        return self._step(name, fn, None, args, kwargs)
+    @overload
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+    @overload
+    def step(  # type: ignore[overload-cannot-match]
+        self, name: str, fn: Callable[..., T], /, *args: Any, cache_ttl: float, **kwargs: Any
+    ) -> T: ...
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run `fn(*args, **kwargs)` as a recorded step; `cache_ttl=` caches it across runs."""
+        return run_step(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     def _step(
         self,

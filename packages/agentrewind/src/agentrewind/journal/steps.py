@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from .cache import CacheOptions, acached_call, cache_options, cached_call
+from .call import JournalSettings
 from .context import CURRENT_RUN
 from .run import Run
 
@@ -28,8 +30,14 @@ def make_step_decorator(
     kind: str,
     side_effects: bool,
     key: Callable[..., Any] | None,
+    cache: CacheOptions | None = None,
+    settings: JournalSettings | None = None,
 ) -> Callable[[F], F]:
-    """Build a decorator whose calls are recorded in the run `find_run()` returns (if any)."""
+    """Build a decorator whose calls are recorded in the run `find_run()` returns (if any).
+
+    With `cache`, calls are also served from the store's cross-run cache: inside a run that
+    run's store, outside any run the store of `settings` (none: a plain call).
+    """
 
     def decorate(fn: F) -> F:
         step_name = name or fn.__qualname__
@@ -42,6 +50,20 @@ def make_step_decorator(
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 run = find_run()
+                where = settings if run is None else run.middleware
+                if cache is not None and where is not None:
+                    return await acached_call(
+                        run,
+                        where,
+                        step_name,
+                        fn,
+                        _key_input(key_of(args, kwargs), args, kwargs),
+                        cache,
+                        args,
+                        kwargs,
+                        kind=kind,
+                        side_effects=side_effects,
+                    )
                 if run is None:
                     return await fn(*args, **kwargs)
                 return await run._astep(
@@ -59,6 +81,20 @@ def make_step_decorator(
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             run = find_run()
+            where = settings if run is None else run.middleware
+            if cache is not None and where is not None:
+                return cached_call(
+                    run,
+                    where,
+                    step_name,
+                    fn,
+                    _key_input(key_of(args, kwargs), args, kwargs),
+                    cache,
+                    args,
+                    kwargs,
+                    kind=kind,
+                    side_effects=side_effects,
+                )
             if run is None:
                 return fn(*args, **kwargs)
             return run._step(
@@ -76,6 +112,10 @@ def make_step_decorator(
     return decorate
 
 
+def _key_input(key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return {"args": list(args), "kwargs": kwargs} if key is None else key
+
+
 @overload
 def step(name: F, /) -> F: ...
 @overload
@@ -86,6 +126,9 @@ def step(
     kind: str = "custom",
     side_effects: bool = True,
     key: Callable[..., Any] | None = None,
+    cache_ttl: float | None = None,
+    max_entries: int | None = None,
+    cache_key: Callable[..., Any] | None = None,
 ) -> Callable[[F], F]: ...
 def step(
     name: str | F | None = None,
@@ -94,6 +137,9 @@ def step(
     kind: str = "custom",
     side_effects: bool = True,
     key: Callable[..., Any] | None = None,
+    cache_ttl: float | None = None,
+    max_entries: int | None = None,
+    cache_key: Callable[..., Any] | None = None,
     **timeline_options: Any,
 ) -> F | Callable[[F], F]:
     """Decorate a function (sync or async) so its calls are steps of the run in progress.
@@ -108,6 +154,10 @@ def step(
         kind: The step kind stored with the record.
         side_effects: Write a `started` record before running (see `on_incomplete`).
         key: `key(*args, **kwargs)` returns what identifies a call (default: all arguments).
+        cache_ttl: Seconds a result is also served across runs from the run's store
+            (`journal.cache`); outside any run the function is a plain call.
+        max_entries: Entries the cache keeps for this step (least recently used go first).
+        cache_key: `cache_key(*args, **kwargs)` identifies a call for the cache.
         **timeline_options: Not accepted: they belonged to the timeline decorator that was
             called `step` before 0.2 and is now `agentrewind.checkpointed`.
 
@@ -130,8 +180,11 @@ def step(
             "@agentrewind.checkpointed(...); @agentrewind.step records and replays a step of "
             "the run in progress (like @middleware.step)"
         )
+    cache = cache_options(cache_ttl, max_entries, cache_key)
     if callable(name):
         return make_step_decorator(
-            CURRENT_RUN.get, None, kind=kind, side_effects=side_effects, key=key
+            CURRENT_RUN.get, None, kind=kind, side_effects=side_effects, key=key, cache=cache
         )(name)
-    return make_step_decorator(CURRENT_RUN.get, name, kind=kind, side_effects=side_effects, key=key)
+    return make_step_decorator(
+        CURRENT_RUN.get, name, kind=kind, side_effects=side_effects, key=key, cache=cache
+    )

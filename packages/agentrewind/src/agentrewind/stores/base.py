@@ -10,9 +10,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
+from ..errors import StoreError
 from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _gate
+from .cache import CacheBackend
 
 __all__ = [
     "LeaseResult",
@@ -320,6 +322,15 @@ class Store(abc.ABC):
             NotImplementedError: A store written before 0.2 that does not implement it.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement take_lease")
+
+    # -- the cross-run cache (stores/cache.py) -----------------------------------------------
+    @functools.cached_property
+    def cache(self) -> CacheBackend:
+        """The cross-run cache of this store's namespace, opened on first use."""
+        return self._open_cache()
+
+    def _open_cache(self) -> CacheBackend:
+        raise StoreError(f"{type(self).__name__} has no cross-run cache")
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from .base import LeaseResult, Store
+from .cache import CacheBackend, MemoryCache
 from .leases import (
     cancel_meta,
     check_fence,
@@ -35,6 +37,7 @@ class _Space:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.namespaces: dict[str, dict[str, _Run]] = {}
+        self.caches: dict[str, dict[str, Any]] = {}  # namespace -> `MemoryCache` data
 
 
 _NAMED: dict[str, _Space] = {}
@@ -251,6 +254,11 @@ class MemoryStore(Store):
             run = self._runs.get(run_id)
             if run is not None and run.lease is not None and run.lease[0] == owner:
                 run.lease = None
+
+    def _open_cache(self) -> CacheBackend:
+        with self._lock:
+            space = self._space.caches.setdefault(self.namespace, {})
+        return MemoryCache(self, space, self._lock)
 
 
 def _copy(run: _Run, now: float | None) -> RunInfo:

@@ -158,6 +158,8 @@ def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
                 }
             )
         outcome = {"completed": "executed", "failed": "failed", "started": "started"}[s.status]
+        if outcome == "executed" and meta.get("cached"):
+            outcome = "cached"  # served from the cross-run cache (journal/cache.py)
         error = meta.get("error")
         rows.append(
             {
@@ -176,7 +178,7 @@ def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
                 else None,
             }
         )
-    counts = {o: sum(r["outcome"] == o for r in rows) for o in ("executed", "replayed")}
+    counts = {o: sum(r["outcome"] == o for r in rows) for o in ("executed", "replayed", "cached")}
     counts |= {
         "failed": sum(r["outcome"] == "failed" for r in rows),
         "started": sum(r["outcome"] == "started" for r in rows),

@@ -26,6 +26,7 @@ def run_info(row: tuple[Any, ...]) -> RunInfo:
         tokens_saved=int(m.tokens_saved),
         failures=int(m.failures),
         reruns=int(m.reruns),
+        cache_hits=int(m.cache_hits),
     )
     return RunInfo(
         run_id,

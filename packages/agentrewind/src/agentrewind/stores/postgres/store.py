@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from ...errors import SchemaVersionError, StoreBusyError, StoreError, StoreUnavailableError
 from ...records import StepIndex, StepRecord
 from ..base import Store
+from ..cache import CacheBackend
 from ..leases import lease_is_live, leased_error
 from . import _bulk, _flow, _steps
 from . import _sql as Q
@@ -374,6 +375,11 @@ class PostgresStore(PostgresRuns, Store):
         """Close the running loop's async pool (others are closed by `close`)."""
         if self._aio is not None:
             await self._aio.aclose()
+
+    def _open_cache(self) -> CacheBackend:
+        from ._cache import PostgresCache
+
+        return PostgresCache(self)
 
     def close(self) -> None:
         if self._aio is not None:

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, site_json
 from ..base import LeaseResult, Store
+from ..cache import CacheBackend
 from ..leases import lease_owner_is_dead
 from ..urls import redact_url
 from . import _keys as K
@@ -398,6 +399,11 @@ class RedisStore(RedisIO, Store):
 
     def release_lease(self, run_id: str, owner: str) -> None:
         self.run_script("RELEASE_LEASE", [self._keys(run_id).lease], [owner])
+
+    def _open_cache(self) -> CacheBackend:
+        from ._cache import RedisCache
+
+        return RedisCache(self)
 
     def close(self) -> None:
         self.close_async()

@@ -11,6 +11,7 @@ from typing import Any
 from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from ..base import SCHEMA_VERSION, LeaseResult, Store
+from ..cache import CacheBackend
 from ..leases import (
     cancel_meta,
     check_fence,
@@ -323,6 +324,11 @@ class SQLiteStore(Store):
     def release_lease(self, run_id: str, owner: str) -> None:
         with self.db.write() as conn:
             conn.execute(_sql.RELEASE_LEASE, (self.namespace, run_id, owner))
+
+    def _open_cache(self) -> CacheBackend:
+        from ._cache import SQLiteCache
+
+        return SQLiteCache(self)
 
     def close(self) -> None:
         self.db.close()

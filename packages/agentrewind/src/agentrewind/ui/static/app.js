@@ -153,7 +153,7 @@ function waterfall(run, wf) {
   });
   const c = wf.counts;
   const counts = h("div", { class: "cards" },
-    [["executed", c.executed], ["replayed", c.replayed], ["failed", c.failed], ["started, not finished", c.started]]
+    [["executed", c.executed], ["replayed", c.replayed], ["cached", c.cached], ["failed", c.failed], ["started, not finished", c.started]]
       .map(([k, v]) => h("div", { class: "card", "data-count": k.split(",")[0] }, h("b", {}, v), k)));
   const note = c.replayed_unplaced ? h("p", { class: "muted" },
     `${c.replayed_unplaced} more replay hit(s) came after the last write of the run, so they have no place on the axis.`) : null;

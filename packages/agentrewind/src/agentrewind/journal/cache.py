@@ -1,0 +1,308 @@
+"""The cross-run cache of steps: pay once for the same call, across runs.
+
+Opt-in per call site (`cache_ttl=` on `run.step`, `@middleware.step`, `@agentrewind.step`).
+A call site is `kind:name`; an entry's key is the journal's content key without run and
+occurrence (`kind:name:digest` of the normalised input, or of `cache_key(*args, **kwargs)`),
+in the store's namespace. Inside a run, the journal is asked first (a resumed run replays),
+then the cache: a hit is written to the journal like an executed call, marked `cached`, so a
+crash right after it replays the same value. Exceptions are never cached; a value the journal
+cannot store is not cached either. Entries hold the serializer's tree (encrypted and redacted
+as journal outputs are) and load as data only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ..errors import SerializationError
+from ..records import RunMetrics
+from ..serde import Serializer
+from ..stores import Store
+from ..stores.cache import CacheEntry, CacheStats
+from .call import Call, JournalSettings, Outcome
+
+__all__ = [
+    "CacheControl",
+    "CacheOptions",
+    "acached_call",
+    "cache_options",
+    "cached_call",
+    "content_key",
+    "run_step",
+]
+
+log = logging.getLogger("agentrewind.cache")
+_UNSTORABLE_LOGGED: set[str] = set()
+
+
+class Run(Protocol):
+    """What the cache uses of `agentrewind.Run` (which imports this module)."""
+
+    @property
+    def middleware(self) -> JournalSettings: ...
+
+    @property
+    def metrics(self) -> RunMetrics: ...
+
+    @property
+    def _lock(self) -> Any: ...
+
+    def begin(self, kind: str, name: str, key_input: Any, *, side_effects: bool = ...) -> Call:
+        """See `Run.begin`."""
+        ...
+
+    def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
+
+    def _step(
+        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
+    ) -> Any: ...
+
+    def _astep(
+        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
+    ) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CacheOptions:
+    """How one call site is cached."""
+
+    ttl: float | None = None
+    """Seconds an entry lives (None: until evicted or cleared)."""
+    max_entries: int | None = None
+    """Entries kept for the site; the least recently used beyond it are evicted."""
+    key: Callable[..., Any] | None = None
+    """`key(*args, **kwargs)`: what identifies a call for the cache (default: the input)."""
+
+
+def cache_options(
+    cache_ttl: float | None,
+    max_entries: int | None = None,
+    cache_key: Callable[..., Any] | None = None,
+) -> CacheOptions | None:
+    """The options of a call site, or None when it is not cached (no option given).
+
+    Raises:
+        ValueError: `cache_ttl` or `max_entries` is not positive.
+    """
+    if cache_ttl is None and max_entries is None and cache_key is None:
+        return None
+    if cache_ttl is not None and not cache_ttl > 0:
+        raise ValueError(f"cache_ttl must be a positive number of seconds, not {cache_ttl!r}")
+    if max_entries is not None and max_entries < 1:
+        raise ValueError(f"max_entries must be at least 1, not {max_entries!r}")
+    return CacheOptions(cache_ttl, max_entries, cache_key)
+
+
+def content_key(serializer: Serializer, kind: str, name: str, key_input: Any) -> str:
+    """`kind:name:digest`: the journal's key of a call without run and occurrence."""
+    tree = serializer.to_tree(key_input)
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+    return f"{kind}:{name}:{hashlib.blake2b(text.encode(), digest_size=10).hexdigest()}"
+
+
+@dataclasses.dataclass(slots=True)
+class _Site:
+    settings: JournalSettings
+    site: str
+    key: str
+    options: CacheOptions
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    @classmethod
+    def of(
+        cls,
+        settings: JournalSettings,
+        kind: str,
+        name: str,
+        key_input: Any,
+        options: CacheOptions,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> _Site:
+        if options.key is not None:
+            key_input = options.key(*args, **kwargs)
+        key = content_key(settings.serializer, kind, name, key_input)
+        return cls(settings, f"{kind}:{name}", key, options)
+
+    def load(self, entry: CacheEntry) -> Any:
+        where = f"cache site {self.site!r} entry {self.key!r}"
+        try:
+            tree = json.loads(entry.value)
+        except ValueError as exc:
+            raise SerializationError(f"{where} is not valid JSON: {exc}") from exc
+        return self.settings.serializer.from_tree(tree, where)
+
+    def entry(self, call: Call | None, result: Any) -> CacheEntry | None:
+        """The entry to store for `result`, or None when it cannot be stored (logged once)."""
+        if call is not None and call.record is not None:
+            tree, meta = call.record.output, call.record.meta
+            duration, tokens = float(meta.get("duration", 0.0)), int(meta.get("tokens", 0) or 0)
+        else:
+            try:
+                tree = self.settings.serializer.store_tree(result, "output")
+            except SerializationError as exc:
+                if self.site not in _UNSTORABLE_LOGGED:
+                    _UNSTORABLE_LOGGED.add(self.site)
+                    log.warning("cache site %r: a value was not cached: %s", self.site, exc)
+                return None
+            duration, tokens = time.perf_counter() - self.started, 0
+        text = json.dumps(tree, separators=(",", ":"))
+        return CacheEntry(text.encode(), duration, tokens)
+
+    def put_args(self) -> dict[str, Any]:
+        return {"ttl": self.options.ttl, "max_entries": self.options.max_entries}
+
+
+def _hit_meta(entry: CacheEntry) -> dict[str, Any]:
+    return {"cached": True, "cached_duration": entry.duration, "cached_tokens": entry.tokens}
+
+
+def _noted_hit(run: Run, call: Call, entry: CacheEntry) -> None:
+    run._note(call, "cached")
+    with run._lock:
+        run.metrics.steps += 1
+        run.metrics.cache_hits += 1
+        run.metrics.seconds_saved += entry.duration
+        run.metrics.tokens_saved += entry.tokens
+
+
+def cached_call(
+    run: Run | None,
+    settings: JournalSettings,
+    name: str,
+    fn: Callable[..., Any],
+    key_input: Any,
+    options: CacheOptions,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    kind: str = "custom",
+    side_effects: bool = True,
+) -> Any:
+    """Run `fn` as a cached step of `run` (or, with no run, as a cached plain call)."""
+    call = None
+    if run is not None:
+        call = run.begin(kind, name, key_input, side_effects=side_effects)
+        if call.hit:
+            return call.value()
+    site = _Site.of(settings, kind, name, key_input, options, args, kwargs)
+    found = settings.store.cache.get(site.site, site.key)
+    if found is not None:
+        value = site.load(found)
+        if run is not None and call is not None:
+            call.complete(value, _hit_meta(found), note=False)
+            _noted_hit(run, call, found)
+        return value
+    if call is None:
+        result = fn(*args, **kwargs)
+    else:
+        call.start()
+        with call.executing():
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                call.fail(exc)
+                raise
+        call.complete(result)
+    entry = site.entry(call, result)
+    if entry is not None:
+        settings.store.cache.put(site.site, site.key, entry, **site.put_args())
+    return result
+
+
+async def acached_call(
+    run: Run | None,
+    settings: JournalSettings,
+    name: str,
+    fn: Callable[..., Awaitable[Any]],
+    key_input: Any,
+    options: CacheOptions,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    kind: str = "custom",
+    side_effects: bool = True,
+) -> Any:
+    """Async twin of `cached_call` (for an async `fn`)."""
+    call = None
+    if run is not None:
+        call = run.begin(kind, name, key_input, side_effects=side_effects)
+        if call.hit:
+            return call.value()
+    site = _Site.of(settings, kind, name, key_input, options, args, kwargs)
+    found = await settings.store.cache.aget(site.site, site.key)
+    if found is not None:
+        value = site.load(found)
+        if run is not None and call is not None:
+            await call.acomplete(value, _hit_meta(found), note=False)
+            _noted_hit(run, call, found)
+        return value
+    if call is None:
+        result = await fn(*args, **kwargs)
+    else:
+        await call.astart()
+        with call.executing():
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as exc:
+                await call.afail(exc)
+                raise
+        await call.acomplete(result)
+    entry = site.entry(call, result)
+    if entry is not None:
+        await settings.store.cache.aput(site.site, site.key, entry, **site.put_args())
+    return result
+
+
+def run_step(
+    run: Run,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """`Run.step`: a journaled step, also cached across runs with a `cache_ttl=` (seconds).
+
+    An async `fn` gives an awaitable. The step is keyed by `name` and its arguments; the
+    keyword `cache_ttl` is the step's, never passed on to `fn`.
+    """
+    cache_ttl = kwargs.pop("cache_ttl", None)
+    if cache_ttl is not None:
+        options = cache_options(cache_ttl)
+        assert options is not None
+        key_input = {"args": list(args), "kwargs": kwargs}
+        call = acached_call if inspect.iscoroutinefunction(fn) else cached_call
+        return call(run, run.middleware, name, fn, key_input, options, args, kwargs)
+    if inspect.iscoroutinefunction(fn):
+        return run._astep(name, fn, None, args, kwargs)
+    return run._step(name, fn, None, args, kwargs)
+
+
+class CacheControl:
+    """`middleware.cache`: statistics and clearing of a store's cross-run cache."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def stats(self) -> list[CacheStats]:
+        """Per call site: entries, bytes, hits, misses, hit rate, seconds and tokens saved."""
+        return self.store.cache.stats()
+
+    async def astats(self) -> list[CacheStats]:
+        """Async twin of `stats`."""
+        return await self.store.cache.astats()
+
+    def clear(self, site: str | None = None) -> int:
+        """Drop the entries (and statistics) of `site` (`kind:name`; None: all); return count."""
+        return self.store.cache.clear(site)
+
+    async def aclear(self, site: str | None = None) -> int:
+        """Async twin of `clear`."""
+        return await self.store.cache.aclear(site)
