@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from ...errors import StoreError, StoreUnavailableError
 from ._deadline import Deadlines
 from ._errors import GONE, dropped, translate
+from ._listen import listen
 from ._send import send  # (and registers the typed array parameters' dumpers)
 from ._starve import StarvedPools
 from ._url import quote_schema, redact, split_url
@@ -426,43 +427,8 @@ class PostgresDatabase:
         return self.call(check)
 
     def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
-        """Deliver each `NOTIFY` payload on `channel` to `callback` from a background thread.
-
-        LISTEN needs a session of its own, so it opens a dedicated connection (not from the
-        pool, and not through a transaction-mode pooler). It is listening when this returns.
-
-        Returns:
-            A function that stops listening and closes that connection.
-        """
-        if not self.conninfo:
-            raise StoreError("subscriptions need the store's URL or pool (not a bare connection)")
-        try:
-            conn = psycopg.connect(self.conninfo, autocommit=True)
-            conn.execute(f'LISTEN "{channel}"')
-        except psycopg.Error as exc:
-            raise self.translate(exc) from exc
-        stopping = threading.Event()
-
-        def loop() -> None:
-            while not stopping.is_set():
-                try:
-                    for note in conn.notifies(timeout=0.2):
-                        callback(note.payload)
-                except psycopg.Error:
-                    if not stopping.is_set():
-                        log.warning("PostgreSQL subscription on %s lost its connection", channel)
-                    return
-
-        thread = threading.Thread(target=loop, name="agentrewind-pg-listen", daemon=True)
-        thread.start()
-
-        def stop() -> None:
-            stopping.set()
-            thread.join(timeout=2.0)
-            with contextlib.suppress(Exception):
-                conn.close()
-
-        return stop
+        """Deliver each `NOTIFY` on `channel` to `callback` (see `_listen.listen`)."""
+        return listen(self, channel, callback)
 
     def close(self) -> None:
         """Close the pool if this object opened it (a caller's pool or connection stays open)."""
