@@ -1,5 +1,5 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, package, docs, bench,
-upstream.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, pydantic-ai, reliability, ui, package,
+docs, bench, upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -24,6 +24,7 @@ nox.options.sessions = [
     "langchain",
     "langgraph",
     "llamaindex",
+    "pydantic-ai",
     "reliability",
     "ui",
     "package",
@@ -97,6 +98,15 @@ def llamaindex(session: nox.Session) -> None:
     session.run("mypy", "--strict", "adapters/llamaindex/src")
     session.run("pytest", "tests/llamaindex", NAMES_TEST, *session.posargs)
     docs_blocks(session, "llamaindex")
+
+
+@nox.session(name="pydantic-ai")
+def pydantic_ai(session: nox.Session) -> None:
+    """Pydantic AI adapter tests (pydantic-ai-slim only; SQLite, Redis, PostgreSQL)."""
+    sync(session, "redis", "postgres", "pydantic-ai", groups=("test", "lint", "test-pydantic-ai"))
+    session.run("mypy", "--strict", "adapters/pydantic-ai/src")
+    session.run("pytest", "tests/pydantic_ai", NAMES_TEST, *session.posargs)
+    docs_blocks(session, "pydantic_ai")
 
 
 @nox.session

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -30,6 +29,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 import agentrewind
 from agentrewind_pydantic_ai import RewindDurability
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext
 
 
 class Side:

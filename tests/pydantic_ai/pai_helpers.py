@@ -14,9 +14,16 @@ FLOWS = Path(__file__).with_name("pai_flows.py")
 
 def in_new_process(*argv: str, crash: bool = False) -> Any:
     """Run `pai_flows.main(argv)` in a new process; its JSON summary, or -9 when killed."""
-    code = f"import sys; sys.path.insert(0, {str(FLOWS.parent)!r}); import pai_flows; pai_flows.main({list(argv)!r})"
+    code = (
+        f"import sys; sys.path.insert(0, {str(FLOWS.parent)!r}); "
+        f"import pai_flows; pai_flows.main({list(argv)!r})"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=dict(os.environ)
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
     )
     if crash:
         assert proc.returncode == -9, proc.stderr[-3000:]

@@ -20,7 +20,9 @@ class PydanticAIAdapter:
         """True for a pydantic-ai agent (`Agent`, or any `AbstractAgent`)."""
         return isinstance(obj, AbstractAgent)
 
-    def wrap(self, middleware: agentrewind.Middleware, obj: Any, **kwargs: Any) -> RewindAgent[Any, Any]:
+    def wrap(
+        self, middleware: agentrewind.Middleware, obj: Any, **kwargs: Any
+    ) -> RewindAgent[Any, Any]:
         """Return `obj` as a `RewindAgent` journaled into the run in progress.
 
         Keyword options go to `RewindAgent` (`durability=`).

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.output import OutputDataT
+from pydantic_ai.tools import AgentDepsT
 
 import agentrewind
 
@@ -69,7 +69,7 @@ class RewindAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         return self.middleware.run(run_id, **options)
 
     @asynccontextmanager
-    async def iter(  # type: ignore[override]
+    async def iter(
         self, user_prompt: Any = None, **kwargs: Any
     ) -> AsyncIterator[AgentRun[AgentDepsT, Any]]:
         """The wrapped agent's `iter`, inside the run in progress (see the class docstring).

@@ -8,8 +8,11 @@ what identifies the call and nothing that changes when the same run executes aga
 - messages lose the fields a run stamps afresh (`timestamp`, `run_id`, `conversation_id`);
   a recorded response replays with its own tool-call ids, so the calls it asks for keep
   their keys;
-- a `RunContext` keeps the run step, retry, tool name, tool-call id and approval, never the
-  user's `deps` (live clients, connections) or pydantic-ai's `run_id`;
+- a `RunContext` keeps the run step, retry, tool name, tool-call id, approval and the run's
+  prompt, never the user's `deps` (live clients, connections), pydantic-ai's `run_id` or the
+  history (a tool call is pinned to its history by its call id, which comes from the recorded
+  model response that asked for it; hashing the history again per tool call would make every
+  tool call O(history));
 - a tool keeps its name (its schema is part of the model request that asked for it).
 
 A changed input (another prompt, other arguments, an approval) hashes differently and runs:
@@ -24,7 +27,6 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_ai import RunContext
 from pydantic_ai.durable_exec import (
     CapabilityOperationId,
     DurableOperationId,
@@ -40,6 +42,8 @@ from pydantic_ai.models import Model
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_core import to_jsonable_python
+
+from pydantic_ai import RunContext
 
 __all__ = ["key_input", "kind_of", "project"]
 
@@ -90,6 +94,7 @@ def _run_context(ctx: RunContext[Any]) -> dict[str, Any]:
         "tool": ctx.tool_name,
         "call": ctx.tool_call_id,
         "approved": ctx.tool_call_approved,
+        "prompt": ctx.prompt,
     }
 
 
