@@ -105,7 +105,7 @@ def pydantic_ai(session: nox.Session) -> None:
     """Pydantic AI adapter tests (pydantic-ai-slim only; SQLite, Redis, PostgreSQL)."""
     sync(session, "redis", "postgres", "pydantic-ai", groups=("test", "lint", "test-pydantic-ai"))
     session.run("mypy", "--strict", "adapters/pydantic-ai/src")
-    session.run("pytest", "tests/pydantic_ai", NAMES_TEST, *session.posargs)
+    session.run("pytest", "tests/pydanticai", NAMES_TEST, *session.posargs)
     docs_blocks(session, "pydantic_ai")
 
 

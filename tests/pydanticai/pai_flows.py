@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -29,7 +30,6 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 import agentrewind
 from agentrewind_pydantic_ai import RewindDurability
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext
 
 
 class Side:
