@@ -158,6 +158,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/langgraph_bench.py", "--quick")
     session.run("python", "benchmarks/async_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
+    session.run("python", "benchmarks/pydantic_ai_bench.py")
 
 
 UPSTREAM_LANGCHAIN_TEST_DEPS = (
