@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_ai import RunContext
 from pydantic_ai.durable_exec import (
     CapabilityOperationId,
     DurableOperationId,
@@ -42,8 +43,6 @@ from pydantic_ai.models import Model
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_core import to_jsonable_python
-
-from pydantic_ai import RunContext
 
 __all__ = ["key_input", "kind_of", "project"]
 
