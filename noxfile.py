@@ -1,5 +1,5 @@
-"""Sessions: lint, core, langchain, langgraph, llamaindex, reliability, ui, package, docs, bench,
-upstream.
+"""Sessions: lint, core, langchain, langgraph, llamaindex, pydantic-ai, reliability, ui, package,
+docs, bench, upstream.
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -24,6 +24,7 @@ nox.options.sessions = [
     "langchain",
     "langgraph",
     "llamaindex",
+    "pydantic-ai",
     "reliability",
     "ui",
     "package",
@@ -112,6 +113,15 @@ def llamaindex(session: nox.Session) -> None:
     docs_blocks(session, "llamaindex")
 
 
+@nox.session(name="pydantic-ai")
+def pydantic_ai(session: nox.Session) -> None:
+    """Pydantic AI adapter tests (pydantic-ai-slim only; SQLite, Redis, PostgreSQL)."""
+    sync(session, "redis", "postgres", "pydantic-ai", groups=("test", "lint", "test-pydantic-ai"))
+    session.run("mypy", "--strict", "adapters/pydantic-ai/src")
+    session.run("pytest", "tests/pydanticai", NAMES_TEST, *session.posargs)
+    docs_blocks(session, "pydantic_ai")
+
+
 @nox.session
 def reliability(session: nox.Session) -> None:
     """Crash (SIGKILL), lock, lease, chaos, Redis- and Postgres-failure tests (restart, PgBouncer),
@@ -164,6 +174,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/async_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
     session.run("python", "benchmarks/workflow_bench.py")
+    session.run("python", "benchmarks/pydantic_ai_bench.py")
 
 
 UPSTREAM_LANGCHAIN_TEST_DEPS = (

@@ -40,6 +40,10 @@ ADAPTERS_0_1 = {
     "agentrewind_langgraph": ["RewindSaver", "migrate_sqlite_saver"],
     "agentrewind_llamaindex": ["ADAPTER", "LlamaIndexAdapter", "Middleware", "RewindRuntime",
                                "RewindWorkflow", "check_workflows_version", "install_call_hooks"],
+    # added in 0.1.x (issue 29)
+    "agentrewind_pydantic_ai": ["ADAPTER", "JournalValueError", "Middleware", "NoRunError",
+                                "PydanticAIAdapter", "RewindAgent", "RewindDurability",
+                                "RewindOperationBackend"],
 }  # fmt: skip
 
 

@@ -30,6 +30,7 @@ FRAMEWORKS = {  # first import that marks a block as needing an adapter's sessio
     "langgraph": ("langgraph", "agentrewind_langgraph"),
     "langchain": ("langchain", "langchain_core", "agentrewind_langchain"),
     "llamaindex": ("llama_index", "workflows", "agentrewind_llamaindex"),
+    "pydantic_ai": ("pydantic_ai", "agentrewind_pydantic_ai"),
 }
 # Pages whose blocks sketch code for a hypothetical framework: parsed, not run.
 SKETCHES = {"docs/writing-an-adapter.md"}

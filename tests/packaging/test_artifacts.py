@@ -25,6 +25,7 @@ DISTS = {
     "agentrewind_langchain": ROOT / "adapters/langchain",
     "agentrewind_langgraph": ROOT / "adapters/langgraph",
     "agentrewind_llamaindex": ROOT / "adapters/llamaindex",
+    "agentrewind_pydantic_ai": ROOT / "adapters/pydantic-ai",
 }
 REPO = "https://github.com/agentrewind/agentrewind"
 
@@ -111,7 +112,7 @@ def test_versions_move_together_and_adapters_pin_the_core_series(dist_dir: Path)
         if name != "agentrewind":
             assert f"agentrewind{series}" in requires, (name, requires)
     extras = core.get_all("Requires-Dist", [])
-    for adapter in ("langchain", "langgraph", "llamaindex"):
+    for adapter in ("langchain", "langgraph", "llamaindex", "pydantic-ai"):
         assert f"agentrewind-{adapter}{series}; extra == '{adapter}'" in extras, extras
     # What the README's examples import comes with the extra.
     assert "langchain<2,>=1.0; extra == 'langchain'" in extras, extras
@@ -129,6 +130,8 @@ PROVIDERS = {
     "ormsgpack": "ormsgpack",
     "workflows": "llama-index-workflows",
     "llama_index": "llama-index-core",
+    "pydantic_ai": "pydantic-ai-slim",
+    "pydantic_core": "pydantic-core",
     "pytest": "pytest",  # agentrewind.testing, the `testing` extra
     "psycopg": "psycopg",  # the `postgres` extra
     "psycopg_pool": "psycopg-pool",
@@ -188,6 +191,7 @@ EXTRA_PAGES = {
     "langchain": "docs/getting-started/langchain.md",
     "langgraph": "docs/getting-started/langgraph.md",
     "llamaindex": "docs/getting-started/llamaindex.md",
+    "pydantic-ai": "docs/getting-started/pydantic-ai.md",
 }
 
 
@@ -204,7 +208,7 @@ def test_each_extra_from_the_wheels_runs_its_example(
     python = str(venv / "bin/python")
     # Our wheels by path (never an index's), the frameworks from uv's cache when it has them.
     wheels = [str(_wheel(dist_dir, "agentrewind")) + f"[{extra}]"]
-    wheels += [str(_wheel(dist_dir, f"agentrewind_{extra}"))]
+    wheels += [str(_wheel(dist_dir, f"agentrewind_{extra.replace('-', '_')}"))]
     install = [uv, "pip", "install", "--quiet", "--python", python, *wheels]
     if subprocess.run([*install, "--offline"], check=False, capture_output=True).returncode:
         subprocess.run(install, check=True, timeout=600)

@@ -39,6 +39,7 @@ _EXTRAS = {
     "langgraph": "langchain",
     "llama_index": "llamaindex",
     "workflows": "llamaindex",
+    "pydantic_ai": "pydantic-ai",
 }
 
 
@@ -243,8 +244,9 @@ class Middleware:
         hint = (
             f'install the adapter: pip install "agentrewind[{extra}]"'
             if extra
-            else "agentrewind has adapters for LangChain/LangGraph runnables and LlamaIndex "
-            "workflows (extras: langchain, langgraph, llamaindex); for plain Python use "
+            else "agentrewind has adapters for LangChain/LangGraph runnables, LlamaIndex "
+            "workflows and pydantic-ai agents (extras: langchain, langgraph, llamaindex, "
+            "pydantic-ai); for plain Python use "
             "middleware.run() and middleware.step()"
         )
         broken = "; ".join(f"{name}: {exc}" for name, exc in load_failures("agentrewind.adapters"))
