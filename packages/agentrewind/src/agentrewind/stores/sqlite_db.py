@@ -87,6 +87,8 @@ class SQLiteDatabase:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
+        self._idle = threading.Condition(self._all_lock)  # notified as operations end
+        self._in_use: dict[int, int] = {}  # id(connection) -> operations in flight on it
 
     def connection(self) -> sqlite3.Connection:
         """Return this thread's connection, opening it on first use."""
@@ -126,14 +128,29 @@ class SQLiteDatabase:
         if conn.in_transaction:  # nested: join the outer transaction
             yield conn
             return
-        if durable or self.durability != "full":
-            yield from self._write(conn)
-            return
-        conn.execute("PRAGMA synchronous=NORMAL")
+        with self._using(conn):
+            if durable or self.durability != "full":
+                yield from self._write(conn)
+                return
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                yield from self._write(conn)
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
+
+    @contextlib.contextmanager
+    def _using(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Count an operation in flight on `conn`, so `close` never closes it underneath."""
+        with self._all_lock:
+            self._in_use[id(conn)] = self._in_use.get(id(conn), 0) + 1
         try:
-            yield from self._write(conn)
+            yield
         finally:
-            conn.execute("PRAGMA synchronous=FULL")
+            with self._all_lock:
+                left = self._in_use.pop(id(conn)) - 1
+                if left:
+                    self._in_use[id(conn)] = left
+                self._idle.notify_all()
 
     def _write(self, conn: sqlite3.Connection) -> Generator[sqlite3.Connection, None, None]:
         self.begin(conn)
@@ -181,7 +198,8 @@ class SQLiteDatabase:
         """This thread's connection for reads, with sqlite errors mapped to `StoreError`."""
         conn = self.connection()
         try:
-            yield conn
+            with self._using(conn):
+                yield conn
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise StoreBusyError(f"SQLite database {self.path} is locked: {exc}") from exc
@@ -189,12 +207,22 @@ class SQLiteDatabase:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"SQLite {self.path}: {exc}") from exc
 
-    def close(self) -> None:
-        """Close every thread's connection."""
+    def close(self, wait: float = 5.0) -> None:
+        """Close every thread's connection; new operations then raise `StoreError`.
+
+        Operations in flight on other threads finish first (up to `wait` seconds): closing
+        a sqlite3 connection while another thread runs a statement on it crashes the
+        process. A connection still busy after that is left to its thread, never closed
+        under it.
+        """
         self._closed = True
+        self._local = threading.local()
         with self._all_lock:
+            self._idle.wait_for(lambda: not self._in_use, timeout=wait)
             conns, self._all = self._all, []
+            busy = [c for c in conns if id(c) in self._in_use]
+            conns = [c for c in conns if id(c) not in self._in_use]
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
-        self._local = threading.local()
+        del busy  # closed by sqlite3 when its thread drops it
