@@ -124,7 +124,12 @@ def run_pytest(
         out.write(f"$ (cd {cwd} && {' '.join(cmd)})\n".encode())
         out.flush()
         proc = subprocess.Popen(
-            cmd, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            cwd=cwd,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             status: int | None = proc.wait(timeout=timeout)

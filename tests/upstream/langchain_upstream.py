@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/upstream: _harness
 from _harness import KnownCause, SuiteRun, compare, fatal_trace, first_line, run_pytest
+
 from redis_support import own_redis_url
 
 HERE = Path(__file__).resolve().parent

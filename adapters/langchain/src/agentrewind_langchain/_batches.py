@@ -54,31 +54,56 @@ class _Parents(BaseCallbackHandler):
         self.parents[run_id] = parent_run_id
 
     def on_chain_start(
-        self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
         self._note(run_id, parent_run_id)
 
     def on_chat_model_start(
-        self, serialized: Any, messages: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
         self._note(run_id, parent_run_id)
 
     def on_llm_start(
-        self, serialized: Any, prompts: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+        self,
+        serialized: Any,
+        prompts: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
         self._note(run_id, parent_run_id)
 
     def on_tool_start(
-        self, serialized: Any, input_str: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+        self,
+        serialized: Any,
+        input_str: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
         self._note(run_id, parent_run_id)
 
     def on_retriever_start(
-        self, serialized: Any, query: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+        self,
+        serialized: Any,
+        query: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
         self._note(run_id, parent_run_id)
@@ -185,8 +210,10 @@ class Items:
         self._open: dict[int, tuple[RunContext, contextvars.Context]] = {}
 
     def rooted(self) -> list[RunnableConfig]:
-        """The configs with `run_id` naming each item's root callback run (for a runnable
-        whose own batch starts those runs: LangChain pops `run_id` as it starts one).
+        """The configs with `run_id` naming each item's root callback run.
+
+        For a runnable whose own batch starts those runs (LangChain pops `run_id` as it
+        starts one, before any of the user's code sees the config).
 
         As LangChain does, a shared config's `run_id` names the first item's root only.
         """
@@ -233,7 +260,11 @@ class Items:
         return self._scopes(scopes)
 
     def _scopes(self, scopes: list[Scope]) -> ItemScopes:
-        roots = {c["run_id"]: s for c, s in zip(self.configs, scopes, strict=True) if "run_id" in c}
+        roots: dict[UUID, Scope] = {}
+        for config, scope in zip(self.configs, scopes, strict=True):
+            root = config.get("run_id")
+            if root is not None:
+                roots[root] = scope
         return ItemScopes(roots)
 
     def exit(self, i: int, outcome: Any) -> None:
@@ -329,9 +360,10 @@ class Items:
 
 
 class Each:
-    """A batch run as LangChain's default `Runnable.batch` does: `invoke` per item, in the
-    same executor (same `max_concurrency`), each in its item's run; for a runnable whose
-    batch is that default one (its outputs are exactly the per-item invokes)."""
+    """A batch run as LangChain's default `Runnable.batch` runs it: an `invoke` per item.
+
+    Same executor (same `max_concurrency`) and configs; each item runs in its own run.
+    """
 
     def __init__(self, runnable: Any, full: list[RunnableConfig], kwargs: dict[str, Any]):
         self.runnable = runnable

@@ -241,8 +241,7 @@ async def _astream_in_run(
 
 # -- tools ------------------------------------------------------------------------------------
 def _tool_runs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[[], Any], ...]:
-    """A tool call's own run id (a batch item's root, when the tool is what is batched), then
-    the run it was started under."""
+    """A tool call's own run id, then the run it was started under (batch items' roots)."""
     callbacks = args[4] if len(args) > 4 else kwargs.get("callbacks")
     return (lambda: kwargs.get("run_id"), lambda: getattr(callbacks, "parent_run_id", None))
 

@@ -306,6 +306,11 @@ class RewindRunnable(Runnable[Any, Any]):
         return routed
 
     # -- batches: one run per item; the wrapped runnable's own batch sees the batch -----------
+    @property
+    def _untyped(self) -> Any:
+        """The wrapped runnable, for calls whose `return_exceptions` is not a literal."""
+        return self.bound
+
     def _plan(self, inputs: Sequence[Any], config: Any) -> _batches.Items:
         items = _batches.plan(inputs, config)
         self._last.run_ids = items.run_ids
@@ -314,17 +319,21 @@ class RewindRunnable(Runnable[Any, Any]):
 
     def _contexts(self, items: _batches.Items) -> list[RunContext]:
         return [
-            self.middleware.run(r, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl)
+            self.middleware.run(
+                r, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
+            )
             for r in items.run_ids
         ]
 
     def _per_item(
         self, method: str, inputs: Sequence[Any], config: Any, kwargs: dict[str, Any]
     ) -> _batches.Each | None:
-        """How the wrapped runnable's `method` would run the batch, when it is `Runnable`'s
-        default (an `invoke` per item): the runnable under the plain bindings, the configs
-        and kwargs its `invoke` would receive. None when a runnable on the way batches by
-        itself (a sequence, a retry, fallbacks): it is then called with the whole batch."""
+        """How the wrapped runnable's `method` runs the batch, when it is an `invoke` per item.
+
+        That is `Runnable`'s default: the result names the runnable under the plain bindings
+        and the configs and kwargs its `invoke` would receive. None when a runnable on the
+        way batches by itself (a sequence, a retry, fallbacks): it gets the whole batch.
+        """
         n = len(inputs)
         configs: list[Any] = list(config) if isinstance(config, Sequence) else [config] * n
         inner: Any = self.bound
@@ -345,8 +354,10 @@ class RewindRunnable(Runnable[Any, Any]):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        """The wrapped runnable's `batch`, each input in its own run (`<id>:<i>` when one id
-        is given for all)."""
+        """The wrapped runnable's `batch`, each input in its own run.
+
+        Items of one shared run id get `<id>:<i>`.
+        """
         if not inputs or ACTIVE.get() is not None:
             return self.bound.batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
         items = self._plan(inputs, config)
@@ -400,9 +411,10 @@ class RewindRunnable(Runnable[Any, Any]):
     ) -> Iterator[tuple[int, Any]]:
         """`batch`, yielding `(index, output)` as items finish."""
         if not inputs or ACTIVE.get() is not None:
-            return self.bound.batch_as_completed(
+            pairs: Iterator[tuple[int, Any]] = self._untyped.batch_as_completed(
                 inputs, config, return_exceptions=return_exceptions, **kwargs
             )
+            return pairs
         return self._as_completed(inputs, config, return_exceptions, kwargs)
 
     def _as_completed(
@@ -417,7 +429,7 @@ class RewindRunnable(Runnable[Any, Any]):
         configs = items.rooted()
         scopes = items.enter(self._contexts(items), self.tool_side_effects)
         pairs = scopes.call(
-            lambda: self.bound.batch_as_completed(
+            lambda: self._untyped.batch_as_completed(
                 items.inputs, configs, return_exceptions=return_exceptions, **kwargs
             )
         )
@@ -433,7 +445,7 @@ class RewindRunnable(Runnable[Any, Any]):
     ) -> AsyncIterator[tuple[int, Any]]:
         """Async twin of `batch_as_completed`."""
         if not inputs or ACTIVE.get() is not None:
-            async for pair in self.bound.abatch_as_completed(
+            async for pair in self._untyped.abatch_as_completed(
                 inputs, config, return_exceptions=return_exceptions, **kwargs
             ):
                 yield pair
@@ -448,7 +460,7 @@ class RewindRunnable(Runnable[Any, Any]):
         configs = items.rooted()
         scopes = await items.aenter(self._contexts(items), self.tool_side_effects)
         own = scopes.call(
-            lambda: self.bound.abatch_as_completed(
+            lambda: self._untyped.abatch_as_completed(
                 items.inputs, configs, return_exceptions=return_exceptions, **kwargs
             )
         )

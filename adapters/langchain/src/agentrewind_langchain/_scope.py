@@ -16,8 +16,8 @@ __all__ = [
     "FORCED",
     "REPLAYED_TAG",
     "RUN_ID_KEY",
-    "Scope",
     "ItemScopesLike",
+    "Scope",
     "active_scope",
     "resolve_run_id",
     "scope_for",
@@ -61,6 +61,7 @@ def scope_for(*runs: Callable[[], UUID | None]) -> Scope | None:
     if scope is None or isinstance(scope, Scope):
         return scope
     return scope.scope_for(*(run() for run in runs))
+
 
 FORCED: ContextVar[Call | None] = ContextVar("agentrewind_langchain_forced", default=None)
 """A replayed stream hands its decided call to the `invoke` it drives for the callbacks."""
