@@ -9,8 +9,10 @@ them), then runs langchain-core's `tests/unit_tests/runnables` and langchain's
 `tests/unit_tests/agents` once as they are and once per store with
 `langchain_upstream_plugin`, which sends every call a test makes on a runnable through
 `Middleware(store).wrap(runnable)` (see the plugin). It prints, per suite and store, the tests
-that fail wrapped but pass unwrapped, each with its error and, when it is one, the known
-cause it falls under. Redis is `$AGENTREWIND_TEST_REDIS`, else a redis-server of our own.
+that fail wrapped but pass unwrapped, each with its error, and exits 1 when any has no known
+cause or when a run did not finish (a crash, a timeout, a collection error: its fatal trace is
+printed). pytest's output is kept in `<workdir>/<suite>-<store>.log` beside the junit file.
+Redis is `$AGENTREWIND_TEST_REDIS`, else a redis-server of our own.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
-from upstream_process import run_pytest
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/upstream: _harness
+from _harness import KnownCause, SuiteRun, compare, fatal_trace, first_line, run_pytest
 
 from redis_support import own_redis_url
 
@@ -35,12 +37,8 @@ SUITES = {  # name: (distribution, test directory inside its sdist)
     "runnables": ("langchain-core", "tests/unit_tests/runnables"),
     "agents": ("langchain", "tests/unit_tests/agents"),
 }
-KNOWN = [  # (substring of the error, the cause: not a difference of the wrapped object)
-    (
-        "blockbuster.blockbuster.BlockingError",
-        "a sync call made inside an event loop journals with blocking store I/O",
-    ),
-]
+KNOWN: list[KnownCause] = []  # none: every difference found so far was ours (see _harness)
+TIMEOUT = 3600.0  # seconds for one pytest run of a suite
 
 
 def sdist(dist: str, workdir: Path) -> Path:
@@ -73,28 +71,7 @@ def sdist(dist: str, workdir: Path) -> Path:
     return root
 
 
-def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
-    """test id -> (passed | failed | skipped, first line of the error)."""
-    out: dict[str, tuple[str, str]] = {}
-    if not junit.exists():
-        return out
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        state, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error"):
-                state = "failed"
-                message = (child.get("message") or child.text or "").strip().splitlines()[0:1]
-                message = message[0][:200] if message else ""
-            elif child.tag == "skipped":
-                state = "skipped"
-        out[f"{case.get('classname')}::{case.get('name')}"] = (state, message)
-    return out
-
-
-def run_suite(
-    root: Path, tests: str, junit: Path, store: str | None, extra: list[str]
-) -> str | None:
-    """Run the suite (wrapped on `store`); None, or how the child crashed or hung."""
+def run_suite(root: Path, tests: str, junit: Path, store: str | None, extra: list[str]) -> SuiteRun:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -103,26 +80,21 @@ def run_suite(
         "LANGSMITH_TRACING": "false",
         "LANGCHAIN_TRACING_V2": "false",
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        tests,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--continue-on-collection-errors",
-        f"--junitxml={junit}",
-        *extra,
-    ]
+    env.pop("AGENTREWIND_UPSTREAM_STORE", None)
+    args = [tests, "-q", "-p", "no:cacheprovider", *extra]
     if store is not None:
         env["AGENTREWIND_UPSTREAM_STORE"] = store
-        cmd += ["-p", "langchain_upstream_plugin"]
-    return run_pytest(cmd, cwd=root, env=env)
+        args += ["-p", "langchain_upstream_plugin"]
+    return run_pytest(args, cwd=root, env=env, junit=junit, timeout=TIMEOUT, python=sys.executable)
 
 
-def cause(message: str) -> str:
-    return next((why for needle, why in KNOWN if needle in message), "")
+def report(name: str, run: SuiteRun) -> bool:
+    """Print a fatal run's trace; True when the run is usable."""
+    if not run.fatal:
+        return True
+    print(f"!! {name}: FATAL, {run.describe()} after {len(run.tests)} tests; log: {run.log}")
+    print("   " + fatal_trace(run.log).replace("\n", "\n   "))
+    return False
 
 
 def main() -> int:
@@ -134,47 +106,37 @@ def main() -> int:
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     redis = own_redis_url() if "redis" in args.stores.split(",") else ""
-    total_unexplained = crashes = 0
+    unexplained = fatal = 0
     for suite in args.suites.split(","):
         dist, tests = SUITES[suite]
         root = sdist(dist, args.workdir)
-        plain_xml = args.workdir / f"{suite}-plain.xml"
-        crash = run_suite(root, tests, plain_xml, None, args.pytest_args)
-        if crash:
-            print(f"\n!! {dist} {tests} unwrapped {crash}")
-            crashes += 1
+        plain = run_suite(root, tests, args.workdir / f"{suite}-plain.xml", None, args.pytest_args)
+        if not report(f"{dist} {tests} unwrapped", plain):
+            fatal += 1
             continue
-        plain = outcomes(plain_xml)
-        passed = {t for t, (state, _) in plain.items() if state == "passed"}
-        print(f"\n== {dist} {tests}: {len(passed)} of {len(plain)} pass unwrapped")
+        passed = sum(state == "passed" for state, _ in plain.tests.values())
+        print(f"\n== {dist} {tests}: {len(plain.tests)} tests, {passed} pass unwrapped")
         for store in args.stores.split(","):
             url = (
                 f"sqlite:///{args.workdir / f'{suite}-journal.db'}" if store == "sqlite" else redis
             )
-            wrapped_xml = args.workdir / f"{suite}-{store}.xml"
-            crash = run_suite(root, tests, wrapped_xml, url, args.pytest_args)
-            if crash:  # not a list of failures: the process died or hung
-                print(f"!! {store}: the wrapped suite {crash}")
-                crashes += 1
+            junit = args.workdir / f"{suite}-{store}.xml"
+            wrapped = run_suite(root, tests, junit, url, args.pytest_args)
+            if not report(f"{suite} wrapped on {store}", wrapped):
+                fatal += 1
                 continue
-            wrapped = outcomes(wrapped_xml)
-            broken = sorted(t for t in passed if wrapped.get(t, ("missing", ""))[0] != "passed")
-            unexplained = [t for t in broken if not cause(wrapped.get(t, ("", ""))[1])]
-            total_unexplained += len(unexplained)
+            diff = compare(plain, wrapped, KNOWN)
+            unexplained += len(diff.unexplained)
             print(
-                f"-- {store}: {len(broken)} fail wrapped but pass unwrapped "
-                f"({len(broken) - len(unexplained)} of them of a known cause)"
+                f"-- {store}: {diff.total} fail wrapped but pass unwrapped "
+                f"({len(diff.explained)} of them of a known cause); log: {wrapped.log}"
             )
-            for test in broken:
-                message = wrapped.get(test, ("missing", "not run"))[1]
-                why = cause(message)
-                print(
-                    f"   {test}\n      {message}" + (f"\n      known cause: {why}" if why else "")
-                )
-    print(f"\n{total_unexplained} wrapped-only failures without a known cause")
-    if crashes:
-        print(f"{crashes} suite run(s) crashed or hung (see !! above)")
-    return 1 if crashes else 0
+            for test in diff.unexplained:
+                print(f"   {test}\n      {first_line(wrapped.tests.get(test, ('', 'not run'))[1])}")
+            for test, cause in diff.explained:
+                print(f"   {test}\n      known cause: {cause.why} (shown by {cause.shown_by})")
+    print(f"\n{unexplained} wrapped-only failures without a known cause, {fatal} fatal runs")
+    return 1 if unexplained or fatal else 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool
 
 from . import _chat
 from ._outcome import aexecute, asettle, execute, settle
-from ._scope import ACTIVE, FORCED, REPLAYED_TAG, Scope
+from ._scope import FORCED, REPLAYED_TAG, Scope, scope_for
 from ._tools import ToolCallInfo, begin_tool
 
 __all__ = ["install", "installed"]
@@ -89,8 +89,18 @@ def _decide(scope: Scope, model: Any, args: tuple[Any, ...], kwargs: dict[str, A
     return call, run_manager, False
 
 
+def _own_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """The callback run of a `_generate_with_cache` call (how a batch finds its item)."""
+    return lambda: getattr(_bind_generate(args, kwargs)[2], "run_id", None)
+
+
+def _parent_run(config: Any) -> Callable[[], Any]:
+    """The callback run a call with `config` (or the ambient config) runs under."""
+    return lambda: getattr(ensure_config(config).get("callbacks"), "parent_run_id", None)
+
+
 def _generate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(_own_run(args, kwargs))
     if scope is None or not isinstance(instance, BaseChatModel):
         return wrapped(*args, **kwargs)
     call, run_manager, forced = _decide(scope, instance, args, kwargs)
@@ -108,7 +118,7 @@ def _generate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 
 async def _agenerate(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(_own_run(args, kwargs))
     if scope is None or not isinstance(instance, BaseChatModel):
         return await wrapped(*args, **kwargs)
     call, run_manager, forced = _decide(scope, instance, args, kwargs)
@@ -166,7 +176,7 @@ def _forcing(call: Any) -> Iterator[None]:
 
 
 def _stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(_parent_run(args[1] if len(args) > 1 else kwargs.get("config")))
     if scope is None or not isinstance(instance, BaseChatModel):
         return wrapped(*args, **kwargs)
     return _stream_in_run(scope, wrapped, _StreamCall(instance, args, kwargs), args, kwargs)
@@ -197,7 +207,7 @@ def _stream_in_run(
 
 
 def _astream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(_parent_run(args[1] if len(args) > 1 else kwargs.get("config")))
     if scope is None or not isinstance(instance, BaseChatModel):
         return wrapped(*args, **kwargs)
     return _astream_in_run(scope, wrapped, _StreamCall(instance, args, kwargs), args, kwargs)
@@ -230,8 +240,14 @@ async def _astream_in_run(
 
 
 # -- tools ------------------------------------------------------------------------------------
+def _tool_runs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[[], Any], ...]:
+    """A tool call's own run id, then the run it was started under (batch items' roots)."""
+    callbacks = args[4] if len(args) > 4 else kwargs.get("callbacks")
+    return (lambda: kwargs.get("run_id"), lambda: getattr(callbacks, "parent_run_id", None))
+
+
 def _tool_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(*_tool_runs(args, kwargs))
     if scope is None or not isinstance(instance, BaseTool):
         return wrapped(*args, **kwargs)
     info = ToolCallInfo(instance, args, kwargs)
@@ -248,7 +264,7 @@ def _tool_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 
 async def _tool_arun(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    scope = ACTIVE.get()
+    scope = scope_for(*_tool_runs(args, kwargs))
     if scope is None or not isinstance(instance, BaseTool):
         return await wrapped(*args, **kwargs)
     info = ToolCallInfo(instance, args, kwargs)

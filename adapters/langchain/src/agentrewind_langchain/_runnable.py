@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables.config import get_config_list
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 from pydantic import BaseModel
 
@@ -304,32 +305,46 @@ class RewindRunnable(Runnable[Any, Any]):
         vars(routed).update(stream=self.stream, astream=self.astream)
         return routed
 
-    # -- batches: one run per item, each a batch of one of the wrapped runnable ----------------
-    # (so a runnable's own batch semantics hold per item: fallbacks, retries, sequences)
-    def _one(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
-        def item() -> Any:
-            if method == "batch":
-                return self.bound.batch([input], [config], **options)[0]
-            ((_, out),) = self.bound.batch_as_completed([input], [config], **options)
-            return out
-
-        return call(self._open_as(run_id), self.tool_side_effects, item)
-
-    async def _aone(self, method: str, run_id: str, input: Any, config: Any, options: Any) -> Any:
-        async def item() -> Any:
-            if method == "abatch":
-                return (await self.bound.abatch([input], [config], **options))[0]
-            ((_, out),) = [
-                p async for p in self.bound.abatch_as_completed([input], [config], **options)
-            ]
-            return out
-
-        return await acall(self._open_as(run_id), self.tool_side_effects, item)
+    # -- batches: one run per item; the wrapped runnable's own batch sees the batch -----------
+    @property
+    def _untyped(self) -> Any:
+        """The wrapped runnable, for calls whose `return_exceptions` is not a literal."""
+        return self.bound
 
     def _plan(self, inputs: Sequence[Any], config: Any) -> _batches.Items:
         items = _batches.plan(inputs, config)
         self._last.run_ids = items.run_ids
+        self._last.run_id = items.run_ids[-1]
         return items
+
+    def _contexts(self, items: _batches.Items) -> list[RunContext]:
+        return [
+            self.middleware.run(
+                r, strict=self.strict, on_incomplete=self.on_incomplete, ttl=self.ttl
+            )
+            for r in items.run_ids
+        ]
+
+    def _per_item(
+        self, method: str, inputs: Sequence[Any], config: Any, kwargs: dict[str, Any]
+    ) -> _batches.Each | None:
+        """How the wrapped runnable's `method` runs the batch, when it is an `invoke` per item.
+
+        That is `Runnable`'s default: the result names the runnable under the plain bindings
+        and the configs and kwargs its `invoke` would receive. None when a runnable on the
+        way batches by itself (a sequence, a retry, fallbacks): it gets the whole batch.
+        """
+        n = len(inputs)
+        configs: list[Any] = list(config) if isinstance(config, Sequence) else [config] * n
+        inner: Any = self.bound
+        base = getattr(RunnableBindingBase, method)
+        while isinstance(inner, RunnableBindingBase) and getattr(type(inner), method) is base:
+            configs = [inner._merge_configs(c) for c in configs]
+            kwargs = {**inner.kwargs, **kwargs}
+            inner = inner.bound
+        if getattr(type(inner), method) is not getattr(Runnable, method):
+            return None
+        return _batches.Each(inner, get_config_list(configs, n), kwargs)
 
     def batch(
         self,
@@ -339,12 +354,25 @@ class RewindRunnable(Runnable[Any, Any]):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        """Run each input as its own run (`<id>:<i>` when one id is given for all)."""
-        if not inputs:
-            return []
-        options = {"return_exceptions": return_exceptions, **kwargs}
+        """The wrapped runnable's `batch`, each input in its own run.
+
+        Items of one shared run id get `<id>:<i>`.
+        """
+        if not inputs or ACTIVE.get() is not None:
+            return self.bound.batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
         items = self._plan(inputs, config)
-        return items.batch(lambda r, i, c: self._one("batch", r, i, c, options), return_exceptions)
+        each = self._per_item("batch", inputs, config, kwargs)
+        if each is not None:
+            items.enter(self._contexts(items), self.tool_side_effects)
+            return each.batch(items, return_exceptions)
+        configs = items.rooted()
+        scopes = items.enter(self._contexts(items), self.tool_side_effects)
+        return items.batch(
+            scopes,
+            lambda: self.bound.batch(
+                items.inputs, configs, return_exceptions=return_exceptions, **kwargs
+            ),
+        )
 
     async def abatch(
         self,
@@ -355,12 +383,22 @@ class RewindRunnable(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> list[Any]:
         """Async twin of `batch`."""
-        if not inputs:
-            return []
-        options = {"return_exceptions": return_exceptions, **kwargs}
+        if not inputs or ACTIVE.get() is not None:
+            return await self.bound.abatch(
+                inputs, config, return_exceptions=return_exceptions, **kwargs
+            )
         items = self._plan(inputs, config)
+        each = self._per_item("abatch", inputs, config, kwargs)
+        if each is not None:
+            await items.aenter(self._contexts(items), self.tool_side_effects)
+            return await each.abatch(items, return_exceptions)
+        configs = items.rooted()
+        scopes = await items.aenter(self._contexts(items), self.tool_side_effects)
         return await items.abatch(
-            lambda r, i, c: self._aone("abatch", r, i, c, options), return_exceptions
+            scopes,
+            lambda: self.bound.abatch(
+                items.inputs, configs, return_exceptions=return_exceptions, **kwargs
+            ),
         )
 
     def batch_as_completed(
@@ -372,15 +410,32 @@ class RewindRunnable(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> Iterator[tuple[int, Any]]:
         """`batch`, yielding `(index, output)` as items finish."""
-        if not inputs:
-            return iter(())
-        options = {"return_exceptions": return_exceptions, **kwargs}
-        items = self._plan(inputs, config)
-        return items.as_completed(
-            lambda r, i, c: self._one("batch_as_completed", r, i, c, options), return_exceptions
-        )
+        if not inputs or ACTIVE.get() is not None:
+            pairs: Iterator[tuple[int, Any]] = self._untyped.batch_as_completed(
+                inputs, config, return_exceptions=return_exceptions, **kwargs
+            )
+            return pairs
+        return self._as_completed(inputs, config, return_exceptions, kwargs)
 
-    def abatch_as_completed(
+    def _as_completed(
+        self, inputs: Sequence[Any], config: Any, return_exceptions: bool, kwargs: Any
+    ) -> Iterator[tuple[int, Any]]:
+        items = self._plan(inputs, config)  # at the first next(), as the runs open
+        each = self._per_item("batch_as_completed", inputs, config, kwargs)
+        if each is not None:
+            items.enter(self._contexts(items), self.tool_side_effects)
+            yield from each.as_completed(items, return_exceptions)
+            return
+        configs = items.rooted()
+        scopes = items.enter(self._contexts(items), self.tool_side_effects)
+        pairs = scopes.call(
+            lambda: self._untyped.batch_as_completed(
+                items.inputs, configs, return_exceptions=return_exceptions, **kwargs
+            )
+        )
+        yield from items.as_completed(scopes, pairs)
+
+    async def abatch_as_completed(
         self,
         inputs: Sequence[Any],
         config: RunnableConfig | Sequence[RunnableConfig] | None = None,
@@ -389,8 +444,25 @@ class RewindRunnable(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> AsyncIterator[tuple[int, Any]]:
         """Async twin of `batch_as_completed`."""
-        options = {"return_exceptions": return_exceptions, **kwargs}
-        items = self._plan(inputs, config) if inputs else _batches.plan([], config)
-        return items.aas_completed(
-            lambda r, i, c: self._aone("abatch_as_completed", r, i, c, options), return_exceptions
+        if not inputs or ACTIVE.get() is not None:
+            async for pair in self._untyped.abatch_as_completed(
+                inputs, config, return_exceptions=return_exceptions, **kwargs
+            ):
+                yield pair
+            return
+        items = self._plan(inputs, config)
+        each = self._per_item("abatch_as_completed", inputs, config, kwargs)
+        if each is not None:
+            await items.aenter(self._contexts(items), self.tool_side_effects)
+            async for pair in each.aas_completed(items, return_exceptions):
+                yield pair
+            return
+        configs = items.rooted()
+        scopes = await items.aenter(self._contexts(items), self.tool_side_effects)
+        own = scopes.call(
+            lambda: self._untyped.abatch_as_completed(
+                items.inputs, configs, return_exceptions=return_exceptions, **kwargs
+            )
         )
+        async for pair in items.aas_completed(scopes, own):
+            yield pair

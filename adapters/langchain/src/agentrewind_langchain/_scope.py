@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
 
 if TYPE_CHECKING:
     from agentrewind import Call, Run
@@ -15,9 +16,11 @@ __all__ = [
     "FORCED",
     "REPLAYED_TAG",
     "RUN_ID_KEY",
+    "ItemScopesLike",
     "Scope",
     "active_scope",
     "resolve_run_id",
+    "scope_for",
 ]
 
 REPLAYED_TAG = "agentrewind:replayed"
@@ -32,16 +35,42 @@ class Scope:
     tool_side_effects: bool = True
 
 
-ACTIVE: ContextVar[Scope | None] = ContextVar("agentrewind_langchain_scope", default=None)
-"""Set only inside a wrapped run; every patch returns to the original at once when unset."""
+class ItemScopesLike(Protocol):
+    """The runs of a wrapped batch's items (`_batches.ItemScopes`)."""
+
+    def scope_for(self, *runs: UUID | None) -> Scope | None:
+        """The scope of the item whose callback tree holds the first of `runs` that has one."""
+        ...
+
+
+ACTIVE: ContextVar[Scope | ItemScopesLike | None] = ContextVar(
+    "agentrewind_langchain_scope", default=None
+)
+"""Set only inside a wrapped run (or batch); every patch returns to the original at once when
+unset."""
+
+
+def scope_for(*runs: Callable[[], UUID | None]) -> Scope | None:
+    """The scope a call journals in: the wrapped run's, or in a batch its item's.
+
+    Args:
+        runs: Callables giving callback run ids of the call, nearest first (asked only
+            inside a batch): its own run, the run it was started under.
+    """
+    scope = ACTIVE.get()
+    if scope is None or isinstance(scope, Scope):
+        return scope
+    return scope.scope_for(*(run() for run in runs))
+
 
 FORCED: ContextVar[Call | None] = ContextVar("agentrewind_langchain_forced", default=None)
 """A replayed stream hands its decided call to the `invoke` it drives for the callbacks."""
 
 
 def active_scope() -> Scope | None:
-    """The scope of the wrapped run active in this context, or None."""
-    return ACTIVE.get()
+    """The scope of the wrapped run active in this context, or None (also in a batch)."""
+    scope = ACTIVE.get()
+    return scope if isinstance(scope, Scope) else None
 
 
 RUN_ID_KEY = "agentrewind_run_id"

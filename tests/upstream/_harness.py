@@ -1,0 +1,194 @@
+"""What every upstream script shares: run a pytest suite truthfully and compare two runs.
+
+A run keeps pytest's whole output in a log next to its junit file. A pytest exit status
+other than 0 (all passed) or 1 (some tests failed) means the suite did not run to the end: a
+crash (a negative status is the signal that killed it), a timeout, a collection or usage
+error. Such a run is *fatal*: its junit file (if any) says nothing about the tests that never
+ran, so the scripts print the fatal trace from the log and fail, instead of reading an empty
+junit file as "every test failed".
+
+A wrapped-only failure (fails wrapped, passes unwrapped) may fall under a *known cause* only
+when the cause is not a difference of the wrapped object: a cause never matches a failure
+whose text holds agentrewind code (a frame in `agentrewind`/`agentrewind_*`, or an error of
+ours), because such a failure is ours by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "KnownCause",
+    "SuiteRun",
+    "compare",
+    "fatal_trace",
+    "known_cause",
+    "outcomes",
+    "run_pytest",
+]
+
+OURS = re.compile(r"agentrewind")
+"""A failure whose text matches this holds our code (paths, module names, error types)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownCause:
+    """A difference between wrapped and unwrapped that is not the wrapped object's.
+
+    Attributes:
+        needle: A substring of the failure's text (message and traceback).
+        why: The cause, printed beside each test it explains.
+        shown_by: The test (in this repository) that shows the cause is not ours.
+    """
+
+    needle: str
+    why: str
+    shown_by: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteRun:
+    """One pytest run of a suite: how it ended and what each test did.
+
+    Attributes:
+        status: pytest's exit status (negative: killed by that signal; None: timed out).
+        tests: test id -> (passed | failed | skipped, the failure's text).
+        log: pytest's whole output.
+        junit: The junit file.
+    """
+
+    status: int | None
+    tests: dict[str, tuple[str, str]]
+    log: Path
+    junit: Path
+
+    @property
+    def fatal(self) -> bool:
+        """The suite did not run to its end (crash, timeout, collection or usage error)."""
+        return self.status not in (0, 1)
+
+    def describe(self) -> str:
+        if self.status is None:
+            return "timed out"
+        if self.status < 0:
+            try:
+                name = signal.Signals(-self.status).name
+            except ValueError:
+                name = f"signal {-self.status}"
+            return f"killed by {name}"
+        return f"pytest exit status {self.status}"
+
+
+def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
+    """test id -> (passed | failed | skipped, the failure's message and traceback)."""
+    out: dict[str, tuple[str, str]] = {}
+    if not junit.exists() or junit.stat().st_size == 0:
+        return out
+    try:
+        root = ET.parse(junit).getroot()
+    except ET.ParseError:
+        return out
+    for case in root.iter("testcase"):
+        state, text = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                state = "failed"
+                text = f"{child.get('message') or ''}\n{child.text or ''}".strip()
+            elif child.tag == "skipped" and state == "passed":
+                state = "skipped"
+        out[f"{case.get('classname')}::{case.get('name')}"] = (state, text)
+    return out
+
+
+def run_pytest(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    junit: Path,
+    timeout: float,
+    python: str,
+) -> SuiteRun:
+    """Run `python -m pytest *args --junitxml=junit`, its output kept in `<junit>.log`."""
+    log = junit.with_suffix(".log")
+    junit.unlink(missing_ok=True)
+    cmd = [python, "-X", "faulthandler", "-m", "pytest", *args, f"--junitxml={junit}"]
+    with log.open("wb") as out:
+        out.write(f"$ (cd {cwd} && {' '.join(cmd)})\n".encode())
+        out.flush()
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            status: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: pytest and what it started
+            proc.wait()
+            status = None
+            out.write(f"\n[upstream] timed out after {timeout:.0f}s: killed\n".encode())
+    return SuiteRun(status, outcomes(junit), log, junit)
+
+
+def fatal_trace(log: Path, lines: int = 60) -> str:
+    """The part of a log that says why the run died: faulthandler's dump, else its tail."""
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    for marker in ("Fatal Python error", "Timeout", "ERROR collecting", "INTERNALERROR"):
+        found = next((i for i, line in enumerate(text) if marker in line), None)
+        if found is not None:
+            return "\n".join(text[found : found + lines])
+    return "\n".join(text[-lines:])
+
+
+def known_cause(text: str, known: Sequence[KnownCause]) -> KnownCause | None:
+    """The known cause `text` (a failure's message and traceback) falls under, if any.
+
+    Never one for a failure that holds agentrewind code: that difference is ours.
+    """
+    if OURS.search(text):
+        return None
+    return next((cause for cause in known if cause.needle in text), None)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Tests that pass unwrapped and not wrapped, split by whether a known cause explains them."""
+
+    unexplained: list[str]
+    explained: list[tuple[str, KnownCause]]
+
+    @property
+    def total(self) -> int:
+        return len(self.unexplained) + len(self.explained)
+
+
+def compare(plain: SuiteRun, wrapped: SuiteRun, known: Sequence[KnownCause]) -> Comparison:
+    """The wrapped-only failures of a suite (both runs complete; see `SuiteRun.fatal`)."""
+    result = Comparison([], [])
+    for test, (state, _) in sorted(plain.tests.items()):
+        if state != "passed":
+            continue
+        got, text = wrapped.tests.get(test, ("missing", "did not run wrapped"))
+        if got == "passed":
+            continue
+        cause = known_cause(text, known)
+        if cause is None:
+            result.unexplained.append(test)
+        else:
+            result.explained.append((test, cause))
+    return result
+
+
+def first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:200]
