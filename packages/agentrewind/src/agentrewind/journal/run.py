@@ -336,8 +336,9 @@ class Run:
     ) -> StepRecord:
         now = time.time()
         with self._lock:
-            if call.record is not None and call.record.status == "started" and status != "started":
-                seq = call.record.seq
+            own = call.record if call.record is not call.prior else None  # not a kept attempt
+            if own is not None and own.status == "started" and status != "started":
+                seq = own.seq
             else:
                 self._seq += 1
                 seq = self._seq
