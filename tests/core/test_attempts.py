@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,36 @@ async def test_async_calls_keep_their_attempts_too(mw: Middleware) -> None:
     async with mw.run("r") as run:
         assert await run.step("fetch", fetch) == "ok"
     assert [s.status for s in await mw.store.aload_steps("r")] == ["failed", "completed"]
+
+
+def test_export_and_import_carry_attempts(
+    mw: Middleware,
+    store_url: str,
+    tmp_path: Path,
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    if store_url.startswith("memory://"):
+        pytest.skip("the CLI needs a store another process can open")
+    tries: list[int] = []
+
+    def charge() -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("gateway")
+        return "paid"
+
+    with pytest.raises(ConnectionError), mw.run("r") as run:
+        run.step("charge", charge)
+    with mw.run("r") as run:
+        run.step("charge", charge)
+    doc = tmp_path / "r.json"
+    assert cli(store_url, "export", "r", "-o", str(doc)).returncode == 0
+    imported = cli(store_url, "import", str(doc), "--run-id", "copy")
+    assert imported.returncode == 0, imported.stderr
+    original = mw.store.load_steps("r")
+    copy = [s for s in mw.store.load_steps("copy") if s.key != "document:run"]
+    assert [(s.key, s.status, s.seq) for s in copy] == [(s.key, s.status, s.seq) for s in original]
+    assert copy[0].meta["error"]["message"] == "gateway"
+    with mw.run("copy") as run:  # the copy replays the completed attempt only
+        assert run.step("charge", charge) == "paid"
+    assert len(tries) == 2
