@@ -83,6 +83,10 @@ def test_a_failed_attempt_stays_beside_its_retry(
         shown = cli(store_url, "show", "r", str(step.seq))
         assert shown.returncode == 0, shown.stderr
     assert "LLM timed out on A-17" in cli(store_url, "show", "r", str(failed.seq)).stdout
+    marker = f"-- resumed: attempt 2 after a failed one (seq {failed.seq})"
+    lines = log.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if marker in line)
+    assert lines[at + 1].split()[:2] == [str(retried.seq), "completed"]  # just before the rerun
 
 
 def test_attempts_of_one_call_stay_bounded(mw: Middleware) -> None:
