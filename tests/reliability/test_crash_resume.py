@@ -28,10 +28,11 @@ STEPS = 200
 KILLS = 20
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    with backend_url(request.param, tmp_path, redis_url) as u:
+    pg_url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    with backend_url(request.param, tmp_path, redis_url, pg_url) as u:
         yield u
 
 
