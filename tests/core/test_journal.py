@@ -115,10 +115,11 @@ def test_failed_step_is_not_journaled_as_result(mw: Middleware) -> None:
             run.step("boom", boom)
     assert len(calls) == 2
     failed = [s for s in mw.store.load_steps("r") if s.status == "failed"]
-    assert failed and failed[0].meta["error"] == {
-        "type": "ValueError",
-        "message": "bad tool output",
-    }
+    assert len(failed) == 2  # both attempts are kept, each with its error
+    for step in failed:
+        error = step.meta["error"]
+        assert (error["type"], error["message"]) == ("ValueError", "bad tool output")
+        assert "raise ValueError" in error["traceback"]
     assert mw.store.get_run("r").status == "failed"  # type: ignore[union-attr]
 
 
@@ -165,8 +166,14 @@ def test_started_not_completed_follows_policy(mw: Middleware, policy: str) -> No
             assert result == ("receipt" if policy == "rerun" else None)
     assert effects == (["charged", "charged"] if policy == "rerun" else ["charged"])
     if policy == "rerun":
-        steps = mw.store.load_steps("r")
-        assert [s.status for s in steps] == ["completed"]
+        steps = mw.store.load_steps("r")  # the killed attempt is kept, linked to its rerun
+        assert [(s.key, s.status) for s in steps] == [
+            (steps[1].key + "@1", "started"),
+            (steps[1].key, "completed"),
+        ]
+        assert steps[0].meta["replaced_by"] == steps[1].step_id
+        assert steps[1].meta["replaces"]["step_id"] == steps[0].step_id
+        assert steps[1].meta["resumed"]["why"] == "crashed"
         assert mw.metrics("r").reruns == 1
 
 

@@ -124,11 +124,13 @@ def test_runs_list_kinds_statuses_and_savings(viewer: ViewerServer) -> None:
 def test_waterfall_counts_replayed_and_executed_calls(viewer: ViewerServer) -> None:
     data = get(viewer, "/api/runs/order-1")
     wf = data["waterfall"]
-    assert wf["counts"] == {"executed": 3, "replayed": 2, "cached": 0, "failed": 0, "started": 0,
+    assert wf["counts"] == {"executed": 3, "replayed": 2, "cached": 0, "failed": 1, "started": 0,
                             "replayed_unplaced": 0}  # fmt: skip
-    rows = [(r["name"], r["outcome"]) for r in wf["rows"]]
-    assert rows == [("fetch", "executed"), ("charge", "executed"), ("fetch", "replayed"),
-                    ("charge", "replayed"), ("send", "executed")]  # fmt: skip
+    rows = [(r["name"], r["outcome"]) for r in wf["rows"]]  # the failed attempt is kept
+    assert rows == [("fetch", "executed"), ("charge", "executed"), ("send", "failed"),
+                    ("fetch", "replayed"), ("charge", "replayed"),
+                    ("send", "executed")]  # fmt: skip
+    assert wf["rows"][2]["error"] == "ConnectionError: mail API timed out"
     starts = [r["start"] for r in wf["rows"]]
     assert starts == sorted(starts)
     step = get(viewer, f"/api/runs/order-1/steps/{wf['rows'][1]['step_id']}")

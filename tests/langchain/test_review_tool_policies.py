@@ -51,8 +51,9 @@ def test_per_tool_policy_overrides_the_middleware(sqlite_url: str) -> None:
     assert wrapped.invoke(1, {"configurable": {"thread_id": "pol-rerun"}}) == "sent 1"
     assert ran == [1, 1]
     assert mw.metrics("pol-rerun").reruns == 1
-    (step,) = mw.store.load_steps("pol-rerun")
-    assert step.status == "completed"
+    killed, step = mw.store.load_steps("pol-rerun")  # the killed attempt is kept
+    assert (killed.status, step.status) == ("started", "completed")
+    assert killed.meta["replaced_by"] == step.step_id
 
 
 async def test_async_skip_does_not_run_the_tool(sqlite_url: str) -> None:

@@ -142,8 +142,9 @@ def test_tools_are_marked_started_and_get_an_idempotency_key(sqlite_url: str) ->
         with pytest.raises(ConnectionError):
             wrapped.invoke(5, {"configurable": {"thread_id": "pay"}})
     assert len(keys) == 2 and keys[0] == keys[1]  # stable across retries and resumes
-    (step,) = mw.store.load_steps("pay")
+    first, step = mw.store.load_steps("pay")  # both failed attempts are kept
     assert (step.kind, step.name, step.status) == ("tool", "charge", "failed")
+    assert first.status == "failed" and first.meta["replaced_by"] == step.step_id
 
 
 def test_tool_started_but_never_finished_can_be_skipped(sqlite_url: str) -> None:

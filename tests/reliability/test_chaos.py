@@ -123,7 +123,8 @@ def _journal_anomalies(
     store: agentrewind.Store, run_id: str, steps: int, done: list[tuple[int, int]], a: int, b: int
 ) -> list[str]:
     bad: list[str] = []
-    records = {r.output["i"]: r for r in store.load_steps(run_id) if r.name == "work"}
+    current = [r for r in store.load_steps(run_id) if "@" not in r.key]  # not kept attempts
+    records = {r.output["i"]: r for r in current if r.name == "work"}
     runs = Counter((i, p) for i, p in done)
     by_b = {i for i, p in done if p == b}
     by_a = {i for i, p in done if p == a}

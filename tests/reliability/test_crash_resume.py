@@ -28,10 +28,11 @@ STEPS = 200
 KILLS = 20
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    with backend_url(request.param, tmp_path, redis_url) as u:
+    pg_url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    with backend_url(request.param, tmp_path, redis_url, pg_url) as u:
         yield u
 
 
@@ -58,9 +59,10 @@ def _journal(store: agentrewind.Store, run_id: str, effects_path: str) -> dict[s
     }
     status: dict[str, list[int]] = defaultdict(list)
     for record in store.load_steps(run_id):
-        assert record.key in by_key, f"unexpected record {record.key}"
-        i = by_key[record.key]
-        status[record.status].append(i)
+        key, _, attempt = record.key.partition("@")  # `<key>@<n>`: a replaced attempt, kept
+        assert key in by_key, f"unexpected record {record.key}"
+        i = by_key[key]
+        status[f"kept {record.status}" if attempt else record.status].append(i)
         if record.status == "completed":
             assert record.output == {"i": i, "square": i * i}
     return status
@@ -108,6 +110,7 @@ def test_sigkill_twenty_times_then_finish(url: str, tmp_path: Path) -> None:
     # recorded (the only execution that may be repeated), or None.
     cut_short: list[int | None] = []
     in_flight_kills = 0
+    killed_ids: set[str] = set()  # the `started` records a kill left behind
     try:
         for _ in range(KILLS):
             pid, out = _spawn_and_kill(rng, url, run_id, effects)
@@ -117,6 +120,7 @@ def test_sigkill_twenty_times_then_finish(url: str, tmp_path: Path) -> None:
             assert not status["failed"]
             assert len(started) <= 1, f"more than one step in flight: {started}"
             in_flight_kills += bool(started)
+            killed_ids |= {r.step_id for r in store.load_steps(run_id) if r.status == "started"}
             assert completed <= {i for i, _, _ in _effects(effects)}, "completed, never ran"
             mine = [i for i, _, p in _effects(effects) if p == pid]
             assert set(mine[:-1]) <= completed, "only the last step of a process may be cut"
@@ -131,6 +135,15 @@ def test_sigkill_twenty_times_then_finish(url: str, tmp_path: Path) -> None:
         status = _journal(store, run_id, str(effects))
         assert sorted(status["completed"]) == list(range(STEPS))
         assert not status["started"] and not status["failed"]
+        # Every attempt a kill cut short survives its resume, linked to the one replacing it.
+        records = store.load_steps(run_id)
+        kept = {r.step_id: r for r in records if "@" in r.key}
+        assert set(kept) == killed_ids and not status["kept failed"]
+        by_id = {r.step_id: r for r in records}
+        for record in kept.values():
+            rerun = by_id[record.meta["replaced_by"]]
+            assert rerun.meta["replaces"]["step_id"] == record.step_id
+            assert rerun.meta["resumed"]["why"] == "crashed"
         info = store.get_run(run_id)
         assert info is not None and info.status == "completed"
 

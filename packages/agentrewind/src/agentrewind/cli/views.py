@@ -24,6 +24,7 @@ __all__ = [
     "cmd_show",
     "cmd_tree",
     "generic_nodes",
+    "resume_marker",
     "step_json",
 ]
 
@@ -70,11 +71,26 @@ def cmd_log(args: argparse.Namespace) -> int:
     for s in steps:
         ms = float(s.meta.get("duration", 0.0) or 0.0) * 1000
         label = str(s.meta.get("description") or s.name)
+        if marker := resume_marker(s):
+            print(marker)
         print(
             f"{s.seq:>5}  {s.status:<9} {s.kind:<10} {label[:40]:<40} {ms:8.1f} ms  "
             f"{names[s.step_id]}"
         )
     return 0
+
+
+def resume_marker(step: StepRecord) -> str | None:
+    """The line `log` prints where an attempt replacing an earlier one (kept) began."""
+    resumed, replaces = step.meta.get("resumed"), step.meta.get("replaces")
+    if not isinstance(resumed, dict) or not isinstance(replaces, dict):
+        return None
+    at = iso(float(resumed.get("at", 0) or 0))
+    return (
+        f"{'':>5}  -- resumed: attempt {step.meta.get('attempt')} after a "
+        f"{resumed.get('why')} one (seq {replaces.get('seq')}), {at}, "
+        f"pid {resumed.get('pid')} on {resumed.get('host')}"
+    )
 
 
 def generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNode]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -15,6 +16,7 @@ from ..ids import new_id
 from ..records import StepRecord
 from ..serde import Serializer
 from ..stores import Store
+from .attempts import replaced, replacing
 
 # One DEBUG line per replay decision (here: replayed, executes, started but never completed;
 # run.py: divergence; middleware.py: run opened); nothing above DEBUG on the happy path.
@@ -69,6 +71,9 @@ class CallJournal(Protocol):
     def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
 
 
+TRACEBACK_KEPT = 4_000
+"""How many characters of a failed attempt's traceback its record keeps (the last ones)."""
+
 EVENTS_KEPT = 1_000
 """How many calls `Run.events` keeps, the most recent: a long run's memory stays bounded."""
 
@@ -100,6 +105,7 @@ class Call:
         "name",
         "occurrence",
         "policy",
+        "prior",
         "record",
         "record_failures",
         "run",
@@ -132,7 +138,12 @@ class Call:
         self.side_effects = side_effects
         self.record_failures = record_failures
         self.policy = policy
-        self.step_id = record.step_id if record is not None else new_id()
+        # A `started` (killed) or `failed` record found here is an earlier attempt: this one
+        # is a new record (a new step id) and the earlier one is kept as history on first write.
+        self.prior = (
+            record if record is not None and not hit and record.status != "completed" else None
+        )
+        self.step_id = record.step_id if record is not None and self.prior is None else new_id()
         self._t0 = 0.0
         if hit:
             log.debug("run %r: %s replayed from the journal", run.run_id, self.key)
@@ -163,7 +174,7 @@ class Call:
         if not self.side_effects:
             return None
         now = time.time()
-        return self.run._record(self, "started", None, {"started_at": now})
+        return self.run._record(self, "started", None, self._attempt({"started_at": now}))
 
     def start(self) -> None:
         """Write the `started` marker (for calls with side effects) before executing.
@@ -175,9 +186,7 @@ class Call:
         record = self._started_record()
         if record is not None:
             try:
-                self.run.middleware.store.put_step(
-                    record, owner=self.run.owner, durable=self.policy != "rerun"
-                )
+                self._put(record, durable=self.policy != "rerun")
             except BaseException:
                 self.run._release(self)  # it never ran: a retry must reuse this key
                 raise
@@ -187,12 +196,35 @@ class Call:
         record = self._started_record()
         if record is not None:
             try:
-                await self.run.middleware.store.aput_step(
-                    record, owner=self.run.owner, durable=self.policy != "rerun"
-                )
+                await self._aput(record, durable=self.policy != "rerun")
             except BaseException:
                 self.run._release(self)
                 raise
+
+    def _attempt(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """`meta` of this call's first record, marked as the attempt replacing `prior`."""
+        if self.prior is not None and self.record is self.prior:
+            meta.update(replacing(self.prior, time.time()))
+        return meta
+
+    def _put(self, record: StepRecord, *, durable: bool = True) -> None:
+        """Write `record`, first (once, in the same atomic write) the attempt it replaces."""
+        store, owner = self.run.middleware.store, self.run.owner
+        prior, self.prior = self.prior, None
+        if prior is None:
+            store.put_step(record, owner=owner, durable=durable)
+        else:
+            store.put_steps([replaced(prior, record.step_id), record], owner=owner, durable=durable)
+
+    async def _aput(self, record: StepRecord, *, durable: bool = True) -> None:
+        """Async twin of `_put`."""
+        store, owner = self.run.middleware.store, self.run.owner
+        prior, self.prior = self.prior, None
+        if prior is None:
+            await store.aput_step(record, owner=owner, durable=durable)
+        else:
+            kept = [replaced(prior, record.step_id), record]
+            await store.aput_steps(kept, owner=owner, durable=durable)
 
     @contextmanager
     def executing(self) -> Iterator[None]:
@@ -211,7 +243,7 @@ class Call:
             raise
         info = dict(meta or {})
         info["duration"] = time.perf_counter() - self._t0 if self._t0 else 0.0
-        return self.run._record(self, "completed", tree, info)
+        return self.run._record(self, "completed", tree, self._attempt(info))
 
     def complete(
         self, output: Any, meta: dict[str, Any] | None = None, *, note: bool = True
@@ -226,7 +258,7 @@ class Call:
         """
         record = self._completed_record(output, meta)
         try:
-            self.run.middleware.store.put_step(record, owner=self.run.owner)
+            self._put(record)
         except BaseException:
             self.run._release(self)
             raise
@@ -239,7 +271,7 @@ class Call:
         """Async twin of `complete`."""
         record = self._completed_record(output, meta)
         try:
-            await self.run.middleware.store.aput_step(record, owner=self.run.owner)
+            await self._aput(record)
         except BaseException:
             self.run._release(self)
             raise
@@ -249,6 +281,7 @@ class Call:
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
         self.run._note(self, "failed", exc)
         error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+        error["traceback"] = "".join(traceback.format_exception(exc))[-TRACEBACK_KEPT:]
         meta: dict[str, Any] = {"error": error}
         if self.record_failures:
             meta["recorded"] = True
@@ -256,19 +289,19 @@ class Call:
             self.run._release(self)
         if not (self.side_effects or self.record_failures):
             return None
-        return self.run._record(self, "failed", None, meta)
+        return self.run._record(self, "failed", None, self._attempt(meta))
 
     def fail(self, exc: BaseException) -> None:
         """Note a failure: the call runs again on resume unless `record_failures` is set."""
         record = self._failed_record(exc)
         if record is not None:
-            self.run.middleware.store.put_step(record, owner=self.run.owner)
+            self._put(record)
 
     async def afail(self, exc: BaseException) -> None:
         """Async twin of `fail`."""
         record = self._failed_record(exc)
         if record is not None:
-            await self.run.middleware.store.aput_step(record, owner=self.run.owner)
+            await self._aput(record)
 
 
 CURRENT_CALL: ContextVar[Call | None] = ContextVar("agentrewind_call", default=None)

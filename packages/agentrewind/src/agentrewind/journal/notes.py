@@ -15,7 +15,7 @@ from ..records import RunInfo
 MAX_NOTED = 1000
 """At most this many replayed keys are noted on one record (the count is always kept)."""
 
-_CARRIED = ("replayed", "replayed_count", "diverged")
+_CARRIED = ("replayed", "replayed_count", "diverged", "attempt", "replaces", "resumed")
 
 
 class Notes:

@@ -339,15 +339,14 @@ class Run:
     ) -> StepRecord:
         now = time.time()
         with self._lock:
-            if call.record is not None and call.record.status == "started" and status != "started":
-                seq = call.record.seq
+            own = call.record if call.record is not call.prior else None  # not a kept attempt
+            if own is not None and own.status == "started" and status != "started":
+                seq = own.seq
             else:
                 self._seq += 1
                 seq = self._seq
-            if call.record is not None and call.record.status != "completed":
-                parent = call.record.parent_id  # keep the link its `started` record made
-            else:
-                parent = self._last_step_id
+            unfinished = call.record is not None and call.record.status != "completed"
+            parent = call.record.parent_id if unfinished else self._last_step_id  # type: ignore[union-attr]
             started = call.record.meta if call.record and call.record.status == "started" else None
             self._notes.apply(call.key, meta, started)
             record = StepRecord(
