@@ -18,7 +18,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["CacheBackend", "CacheEntry", "CacheStats", "MemoryCache"]
+__all__ = [
+    "CacheBackend",
+    "CacheEntry",
+    "CacheStats",
+    "MemoryCache",
+    "TableCache",
+]
 
 T = TypeVar("T")
 
@@ -124,6 +130,27 @@ class CacheBackend(abc.ABC):
     async def astats(self) -> list[CacheStats]:
         """Async twin of `stats`."""
         return await self.store._in_thread(self.stats)
+
+
+class TableCache(CacheBackend):
+    """A cache whose tables are created (or migrated) once, on first use, by `_create_tables`."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    @abc.abstractmethod
+    def _create_tables(self) -> None:
+        """Create or migrate the cache's tables (run once, under a lock)."""
+
+    def _tables(self) -> None:
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                self._create_tables()
+                self._ready = True
 
 
 class MemoryCache(CacheBackend):

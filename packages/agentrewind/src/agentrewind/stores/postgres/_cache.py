@@ -7,12 +7,11 @@ is one statement (the entry's use time and the site's counters updated with it).
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 from ...errors import SchemaVersionError
-from ..cache import CacheBackend, CacheEntry, CacheStats
+from ..cache import CacheEntry, CacheStats, TableCache
 
 __all__ = ["PostgresCache"]
 
@@ -61,7 +60,7 @@ COUNTERS = """SELECT site, hits, misses, seconds_saved, tokens_saved FROM {s}.ar
     WHERE ns = %s"""
 
 
-class PostgresCache(CacheBackend):
+class PostgresCache(TableCache):
     """The cache of a `PostgresStore` namespace."""
 
     def __init__(self, store: Any) -> None:  # a PostgresStore (which imports this module)
@@ -69,26 +68,17 @@ class PostgresCache(CacheBackend):
         self.pg = store
         self.db = store.db
         self.ns = store.namespace
-        self._ready = False
-        self._lock = threading.Lock()
 
-    def _tables(self) -> None:
-        if self._ready:
-            return
-        with self._lock:
-            if self._ready:
-                return
+    def _create_tables(self) -> None:
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"PostgreSQL at {self.pg.url} (schema {self.pg.schema!r}) has cache schema "
+                f"version {current}; this agentrewind knows up to {CACHE_VERSION}"
+            )
 
-            def too_new(current: int) -> SchemaVersionError:
-                return SchemaVersionError(
-                    f"PostgreSQL at {self.pg.url} (schema {self.pg.schema!r}) has cache schema "
-                    f"version {current}; this agentrewind knows up to {CACHE_VERSION}"
-                )
-
-            table = self.pg.render("{s}.ar_cache_version")
-            migrations = [self.pg.render(m) for m in MIGRATIONS]
-            self.db.migrate(table, migrations, CACHE_VERSION, too_new)
-            self._ready = True
+        table = self.pg.render("{s}.ar_cache_version")
+        migrations = [self.pg.render(m) for m in MIGRATIONS]
+        self.db.migrate(table, migrations, CACHE_VERSION, too_new)
 
     def _run(
         self, statements: list[tuple[str, Any]], fetch: int | None = None, *, write: bool = True

@@ -7,12 +7,11 @@ version is untouched.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 from ...errors import SchemaVersionError
-from ..cache import CacheBackend, CacheEntry, CacheStats
+from ..cache import CacheEntry, CacheStats, TableCache
 from .db import apply_migrations
 
 __all__ = ["SQLiteCache"]
@@ -56,32 +55,23 @@ HAS_TABLES = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ar_ca
 COUNTERS = "SELECT site, hits, misses, seconds_saved, tokens_saved FROM ar_cache_stats WHERE ns = ?"
 
 
-class SQLiteCache(CacheBackend):
+class SQLiteCache(TableCache):
     """The cache of a `SQLiteStore` namespace."""
 
     def __init__(self, store: Any) -> None:  # a SQLiteStore (which imports this module)
         super().__init__(store)
         self.db = store.db
         self.ns = store.namespace
-        self._ready = False
-        self._lock = threading.Lock()
 
-    def _tables(self) -> None:
-        if self._ready:
-            return
-        with self._lock:
-            if self._ready:
-                return
+    def _create_tables(self) -> None:
+        def too_new(current: int) -> SchemaVersionError:
+            return SchemaVersionError(
+                f"{self.db.path} has cache schema version {current}; this agentrewind "
+                f"knows up to {CACHE_VERSION}: upgrade agentrewind"
+            )
 
-            def too_new(current: int) -> SchemaVersionError:
-                return SchemaVersionError(
-                    f"{self.db.path} has cache schema version {current}; this agentrewind "
-                    f"knows up to {CACHE_VERSION}: upgrade agentrewind"
-                )
-
-            with self.db.write() as conn:
-                apply_migrations(conn, "ar_cache_version", MIGRATIONS, CACHE_VERSION, too_new)
-            self._ready = True
+        with self.db.write() as conn:
+            apply_migrations(conn, "ar_cache_version", MIGRATIONS, CACHE_VERSION, too_new)
 
     def get(self, site: str, key: str) -> CacheEntry | None:
         self._tables()
