@@ -13,6 +13,8 @@ __all__ = [
     "DivergenceWarning",
     "IncompleteStepError",
     "LeaseLostError",
+    "QueueDeduplicatedError",
+    "QueueError",
     "RecordedStepError",
     "RedisPersistenceWarning",
     "RunCancelledError",
@@ -190,6 +192,23 @@ class RunInterruptedError(AgentRewindError):
 
 class WorkflowError(AgentRewindError):
     """A workflow cannot be registered, run or recovered as asked."""
+
+
+class QueueError(WorkflowError, ValueError):
+    """A queue was misconfigured or misused (a bad limit, an unknown queue, a bad enqueue)."""
+
+
+class QueueDeduplicatedError(QueueError):
+    """An enqueue named a deduplication id that a queued or running run of the queue holds."""
+
+    def __init__(self, queue: str, dedup_id: str, run_id: str) -> None:
+        self.queue = queue
+        self.dedup_id = dedup_id
+        self.run_id = run_id
+        super().__init__(
+            f"queue {queue!r}: deduplication id {dedup_id!r} is held by run {run_id!r}, "
+            "which is queued or running; nothing was enqueued"
+        )
 
 
 class WorkflowNotFoundError(WorkflowError):

@@ -15,6 +15,7 @@ from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _gate
 from .cache import CacheBackend
+from .queue import QueueBackend
 
 __all__ = [
     "LeaseResult",
@@ -331,6 +332,15 @@ class Store(abc.ABC):
 
     def _open_cache(self) -> CacheBackend:
         raise StoreError(f"{type(self).__name__} has no cross-run cache")
+
+    # -- durable queues (stores/queue.py) ---------------------------------------------------
+    @functools.cached_property
+    def queues(self) -> QueueBackend:
+        """The durable queues of this store's namespace, opened on first use."""
+        return self._open_queues()
+
+    def _open_queues(self) -> QueueBackend:
+        raise StoreError(f"{type(self).__name__} has no durable queues")
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -18,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from ._once import Once
+
 __all__ = [
     "CacheBackend",
     "CacheEntry",
@@ -137,20 +139,11 @@ class TableCache(CacheBackend):
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
-        self._ready = False
-        self._ready_lock = threading.Lock()
+        self._tables = Once(self._create_tables)
 
     @abc.abstractmethod
     def _create_tables(self) -> None:
         """Create or migrate the cache's tables (run once, under a lock)."""
-
-    def _tables(self) -> None:
-        if self._ready:
-            return
-        with self._ready_lock:
-            if not self._ready:
-                self._create_tables()
-                self._ready = True
 
 
 class MemoryCache(CacheBackend):

@@ -9,6 +9,7 @@ from typing import Any
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from .base import LeaseResult, Store
 from .cache import CacheBackend, MemoryCache
+from .queue import MemoryQueues, QueueBackend
 from .leases import (
     cancel_meta,
     check_fence,
@@ -38,6 +39,7 @@ class _Space:
         self.lock = threading.RLock()
         self.namespaces: dict[str, dict[str, _Run]] = {}
         self.caches: dict[str, dict[str, Any]] = {}  # namespace -> `MemoryCache` data
+        self.queues: dict[str, dict[str, Any]] = {}  # namespace -> `MemoryQueues` data
 
 
 _NAMED: dict[str, _Space] = {}
@@ -259,6 +261,11 @@ class MemoryStore(Store):
         with self._lock:
             space = self._space.caches.setdefault(self.namespace, {})
         return MemoryCache(self, space, self._lock)
+
+    def _open_queues(self) -> QueueBackend:
+        with self._lock:
+            space = self._space.queues.setdefault(self.namespace, {})
+        return MemoryQueues(self, space)
 
 
 def _copy(run: _Run, now: float | None) -> RunInfo:

@@ -12,6 +12,7 @@ from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from ..base import SCHEMA_VERSION, LeaseResult, Store
 from ..cache import CacheBackend
+from ..queue import QueueBackend
 from ..leases import (
     cancel_meta,
     check_fence,
@@ -329,6 +330,11 @@ class SQLiteStore(Store):
         from ._cache import SQLiteCache
 
         return SQLiteCache(self)
+
+    def _open_queues(self) -> QueueBackend:
+        from ._queue import SQLiteQueues
+
+        return SQLiteQueues(self)
 
     def close(self) -> None:
         self.db.close()

@@ -1,0 +1,25 @@
+"""Tables created (or migrated) once per store object, on first use, by whichever thread is first."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["Once"]
+
+
+class Once:
+    """Calls a function the first time it is called, once, however many threads call it."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn = fn
+        self._done = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        if self._done:
+            return
+        with self._lock:
+            if not self._done:
+                self._fn()
+                self._done = True
