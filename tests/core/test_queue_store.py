@@ -1,4 +1,4 @@
-"""Durable queues' storage (issue 27) on every store: memory, SQLite, Redis, Redis Cluster, Postgres.
+"""Durable queues' storage (issue 27) on every store: memory, SQLite, Redis (Cluster), Postgres.
 
 These drive `Store.queues` directly: the dequeue rule (priority, FIFO, delay, partitions),
 the limits across takers, lapsed slots and deduplication. The journal-level API and the

@@ -1,4 +1,4 @@
-"""Tables created (or migrated) once per store object, on first use, by whichever thread is first."""
+"""Tables created (or migrated) once per store object, on first use, by the first thread."""
 
 from __future__ import annotations
 

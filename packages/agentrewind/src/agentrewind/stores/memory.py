@@ -9,7 +9,6 @@ from typing import Any
 from ..records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from .base import LeaseResult, Store
 from .cache import CacheBackend, MemoryCache
-from .queue import MemoryQueues, QueueBackend
 from .leases import (
     cancel_meta,
     check_fence,
@@ -18,6 +17,7 @@ from .leases import (
     leased_error,
     run_status,
 )
+from .queue import MemoryQueues, QueueBackend
 
 __all__ = ["MemoryStore"]
 

@@ -76,9 +76,7 @@ class QueueLimits:
             try:
                 n, seconds = self.limiter
             except (TypeError, ValueError):
-                raise QueueError(
-                    f"limiter must be (n, seconds), not {self.limiter!r}"
-                ) from None
+                raise QueueError(f"limiter must be (n, seconds), not {self.limiter!r}") from None
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise QueueError(f"limiter: n must be a whole number >= 1, not {n!r}")
             if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
@@ -330,7 +328,8 @@ class MemoryQueues(QueueBackend):
                         continue
                     s.queued += 1
                     s.delayed += slot.entry.not_before > now
-                    if s.oldest_enqueued_at is None or slot.entry.enqueued_at < s.oldest_enqueued_at:
-                        s.oldest_enqueued_at = slot.entry.enqueued_at
+                    at = slot.entry.enqueued_at
+                    if s.oldest_enqueued_at is None or at < s.oldest_enqueued_at:
+                        s.oldest_enqueued_at = at
                 out.append(s)
             return out

@@ -1,6 +1,7 @@
-"""Durable queues in SQLite: one table of entries, one of recent starts; one short
-`BEGIN IMMEDIATE` transaction per dequeue, so every process on the file sees one order.
+"""Durable queues in SQLite: a table of entries, one of recent starts.
 
+One short `BEGIN IMMEDIATE` transaction per dequeue, so every process on the file sees one
+order.
 Waiting entries are served from a partial index in dequeue order (priority, then
 sequence), so taking one costs the same at any depth; in-flight entries have their own
 partial index by expiry. Like the cache's, the tables have their own version
@@ -68,9 +69,7 @@ STATS = """SELECT queue, owner IS NOT NULL AND expires_at >= ?2, not_before > ?2
 
 def _entry(row: Any) -> QueueEntry:
     _seq, queue, run_id, priority, part, dedup_id, not_before, enqueued_at, deliveries = row
-    return QueueEntry(
-        queue, run_id, priority, part, dedup_id, not_before, enqueued_at, deliveries
-    )
+    return QueueEntry(queue, run_id, priority, part, dedup_id, not_before, enqueued_at, deliveries)
 
 
 class SQLiteQueues(QueueBackend):
@@ -157,9 +156,11 @@ class SQLiteQueues(QueueBackend):
     def stats(self, queue: str | None = None) -> list[QueueStats]:
         out: dict[str, QueueStats] = {} if queue is None else {queue: QueueStats(queue)}
         with self.db.read() as conn:
-            rows = [] if conn.execute(HAS_TABLES).fetchone() is None else conn.execute(
-                STATS, (self.ns, time.time())
-            ).fetchall()
+            rows = (
+                []
+                if conn.execute(HAS_TABLES).fetchone() is None
+                else conn.execute(STATS, (self.ns, time.time())).fetchall()
+            )
         for name, flying, delayed, count, oldest in rows:
             if queue is not None and name != queue:
                 continue
@@ -172,4 +173,3 @@ class SQLiteQueues(QueueBackend):
             if s.oldest_enqueued_at is None or oldest < s.oldest_enqueued_at:
                 s.oldest_enqueued_at = oldest
         return [out[name] for name in sorted(out)]
-

@@ -12,7 +12,6 @@ from ...errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, open_journal
 from ..base import SCHEMA_VERSION, LeaseResult, Store
 from ..cache import CacheBackend
-from ..queue import QueueBackend
 from ..leases import (
     cancel_meta,
     check_fence,
@@ -21,6 +20,7 @@ from ..leases import (
     leased_error,
     run_status,
 )
+from ..queue import QueueBackend
 from . import _sql
 from .db import SQLiteDatabase, apply_migrations
 
