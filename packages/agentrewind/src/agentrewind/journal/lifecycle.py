@@ -48,6 +48,7 @@ Outcome = Literal[
     "claimed_elsewhere",
     "unknown_workflow",
     "not_a_workflow",
+    "queued",
 ]
 FINISHED = ("completed", "failed")
 
@@ -62,7 +63,8 @@ class RecoveryOutcome:
     """`completed` / `failed` / `cancelled` / `interrupted` (a draining worker stopped it
     between steps, left for another): resumed here, and how it ended; the others: left
     alone (`claimed_elsewhere`: another process took it first; `unknown_workflow`: its
-    workflow is not registered in this process; `not_a_workflow`: no workflow recorded)."""
+    workflow is not registered in this process; `not_a_workflow`: no workflow recorded;
+    `queued`: a run of a queue, which its queue's workers deliver again)."""
     result: Any = None
     error: BaseException | None = None
 
@@ -133,14 +135,12 @@ def _candidate(
 ) -> tuple[Workflow[Any, Any] | None, RecoveryOutcome | None]:
     if call is None:
         return None, RecoveryOutcome(info.run_id, None, "not_a_workflow")
+    if call.queue is not None:  # its queue's workers take it again, within the limits
+        return None, RecoveryOutcome(info.run_id, call.workflow, "queued")
     wf = mw.workflows.get(call.workflow)
     if wf is None:
         return None, RecoveryOutcome(info.run_id, call.workflow, "unknown_workflow")
     return wf, None
-
-
-def _payload(call: RecordedCall) -> dict[str, Any]:
-    return {"args": list(call.args), "kwargs": dict(call.kwargs)}
 
 
 def claim(mw: Host, info: RunInfo, *, include_failed: bool) -> Claim | RecoveryOutcome:
@@ -162,7 +162,7 @@ def claim(mw: Host, info: RunInfo, *, include_failed: bool) -> Claim | RecoveryO
     if now is None or now.status not in wanted:
         mw.store.release_lease(info.run_id, ctx.run.owner)
         return RecoveryOutcome(info.run_id, wf.name, "claimed_elsewhere")
-    return Claim(info, wf, ctx, _payload(call))
+    return Claim(info, wf, ctx, call.payload())
 
 
 async def aclaim(mw: Host, info: RunInfo, *, include_failed: bool) -> Claim | RecoveryOutcome:
@@ -181,7 +181,7 @@ async def aclaim(mw: Host, info: RunInfo, *, include_failed: bool) -> Claim | Re
     if now is None or now.status not in wanted:
         await mw.store.arelease_lease(info.run_id, ctx.run.owner)
         return RecoveryOutcome(info.run_id, wf.name, "claimed_elsewhere")
-    return Claim(info, wf, ctx, _payload(call))
+    return Claim(info, wf, ctx, call.payload())
 
 
 def candidates(mw: Host, *, include_failed: bool, limit: int) -> list[RunInfo]:

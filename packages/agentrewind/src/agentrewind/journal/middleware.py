@@ -8,20 +8,20 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ..documents.locating import Forked, fork
-from ..errors import AdapterNotFoundError, WorkflowError
+from ..errors import AdapterNotFoundError
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
-from . import lifecycle
 from .cache import CacheControl, cache_options
-from .call import log
 from .context import CURRENT_RUN
+from .durable import Durable
 from .lifecycle import RecoveryReport
 from .opening import RunContext
+from .queues import Queue
 from .run import IncompletePolicy, Run
 from .steps import make_step_decorator
-from .workflow import Workflow, body_of
+from .workflow import Workflow
 
 if TYPE_CHECKING:
     from ..serde.encryption import Encryption
@@ -55,7 +55,7 @@ class Adapter(Protocol):
         ...
 
 
-class Middleware:
+class Middleware(Durable):
     """Records every step of a run into a store and replays finished steps on resume.
 
     Args:
@@ -119,6 +119,8 @@ class Middleware:
         """The background recovery of `recover_on_start`, once started."""
         self.last_recovery: RecoveryReport | None = None
         """What the last `recover()` of this middleware did."""
+        self.queues: dict[str, Queue] = {}
+        """The queues declared in this process (`queue`), by name."""
         self.draining = threading.Event()
         """Set, the runs of this middleware stop at their next step (`RunInterruptedError`),
         leaving their status as it is for another worker: how `agentrewind worker` drains."""
@@ -256,128 +258,6 @@ class Middleware:
             f"no installed agentrewind adapter can wrap {type(obj).__module__}."
             f"{type(obj).__qualname__}: {hint}"
         )
-
-    # -- workflows and a run's life ---------------------------------------------------------
-    @overload
-    def workflow(self, name: str, /) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
-    @overload
-    def workflow(self, name: str, obj: Callable[P, R], /) -> Workflow[P, R]: ...
-    @overload
-    def workflow(self, name: str, obj: Any, /) -> Workflow[..., Any]: ...
-    def workflow(
-        self, name: str, obj: Any = None, /
-    ) -> Workflow[Any, Any] | Callable[[Callable[P, R]], Workflow[P, R]]:
-        """Register a function (sync or async) as a workflow under a stable `name`.
-
-        `@middleware.workflow("charge")` decorates a function; `middleware.workflow("charge",
-        obj)` registers one directly, or a framework object: a (wrapped) LangChain runnable or
-        agent, a compiled LangGraph graph, a LlamaIndex workflow (see `body_of`). Its runs
-        record the name and the arguments, so any process that registers the same name can
-        recover or resume them (`recover`, `resume`, `agentrewind worker`).
-
-        Raises:
-            WorkflowError: Another function is already registered under `name`.
-        """
-
-        def register(fn: Callable[P, R]) -> Workflow[P, R]:
-            if not isinstance(name, str) or not name or ":" in name:
-                raise WorkflowError(
-                    f"a workflow name is a non-empty string without ':', not {name!r}"
-                )
-            known = self.workflows.get(name)
-            if known is not None and known.fn is not fn:
-                raise WorkflowError(
-                    f"workflow {name!r} is already registered to {known.fn!r}; names are how "
-                    "crashed runs find their code again, so each must be unique"
-                )
-            wf: Workflow[P, R] = Workflow(self, name, fn)
-            self.workflows[name] = wf
-            return wf
-
-        if obj is not None:
-            return register(body_of(obj))
-        return register
-
-    def recover(self, *, include_failed: bool = False, limit: int = 1000) -> RecoveryReport:
-        """Resume every crashed run of a workflow registered in this process, here and now.
-
-        Each run is claimed through its lease (two processes recovering at once resume each
-        run exactly once) and run again with its recorded arguments; finished steps replay.
-        Runs of workflows this process does not know are left alone and reported; cancelled
-        runs are never recovered; failed runs (their code raised) only with `include_failed`.
-
-        Returns:
-            A `RecoveryReport`: each run looked at and what became of it.
-        """
-        report = RecoveryReport()
-        for info in lifecycle.candidates(self, include_failed=include_failed, limit=limit):
-            got = lifecycle.claim(self, info, include_failed=include_failed)
-            report.outcomes.append(
-                got if isinstance(got, lifecycle.RecoveryOutcome) else got.resume()
-            )
-        self.last_recovery = report
-        return report
-
-    async def arecover(self, *, include_failed: bool = False, limit: int = 1000) -> RecoveryReport:
-        """Async twin of `recover`."""
-        report = RecoveryReport()
-        for info in await lifecycle.acandidates(self, include_failed=include_failed, limit=limit):
-            got = await lifecycle.aclaim(self, info, include_failed=include_failed)
-            if isinstance(got, lifecycle.RecoveryOutcome):
-                report.outcomes.append(got)
-            else:
-                report.outcomes.append(await got.aresume())
-        self.last_recovery = report
-        return report
-
-    def _start_recovery(self) -> None:
-        def recover() -> None:
-            try:
-                report = self.recover()
-            except Exception:
-                log.exception("recovery at start-up failed")
-                return
-            for o in report.outcomes:
-                log.info("recovered run %r (%s): %s", o.run_id, o.workflow, o.outcome)
-
-        self.recovery = threading.Thread(target=recover, name="agentrewind-recovery", daemon=True)
-        self.recovery.start()
-
-    def cancel(self, run_id: str) -> bool:
-        """Mark a run cancelled, from any process; False if it already was.
-
-        Its owner raises `RunCancelledError` at its next journal write or step start and
-        records nothing after; the run is never recovered until `resume`.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RunFinishedError: The run already completed or failed (nothing changes).
-        """
-        return lifecycle.cancel(self, run_id)
-
-    async def acancel(self, run_id: str) -> bool:
-        """Async twin of `cancel`."""
-        return await lifecycle.acancel(self, run_id)
-
-    def resume(self, run_id: str) -> Any:
-        """Clear a run's cancel mark and run its workflow again here (finished steps replay).
-
-        Also resumes a crashed or failed workflow run. Returns the workflow's result.
-
-        Raises:
-            RunNotFoundError: No such run.
-            WorkflowNotFoundError: The run's workflow is not registered in this process, or
-                it was not started by a workflow (nothing changes).
-            RunFinishedError: The run already completed.
-            RunLockedError: Another live process drives it.
-        """
-        wf, ctx, call = lifecycle.uncancel(self, run_id)
-        return wf._run_in(ctx, {"args": list(call.args), "kwargs": dict(call.kwargs)})
-
-    async def aresume(self, run_id: str) -> Any:
-        """Async twin of `resume`."""
-        wf, ctx, call = await lifecycle.auncancel(self, run_id)
-        return await wf._arun_in(ctx, {"args": list(call.args), "kwargs": dict(call.kwargs)})
 
     def fork(self, run_id: str, *, at: str | int, to: str) -> Forked:
         """Copy a run's history up to a step into a new run `to`, for every kind of run.

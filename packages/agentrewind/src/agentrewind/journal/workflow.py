@@ -62,6 +62,13 @@ class RecordedCall:
     workflow: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    queue: str | None = None
+    """The queue the run was enqueued to (None: started directly)."""
+
+    def payload(self) -> dict[str, Any]:
+        """The arguments as the run's first journal entry holds them (so it replays)."""
+        out: dict[str, Any] = {"args": list(self.args), "kwargs": dict(self.kwargs)}
+        return out if self.queue is None else out | {"queue": self.queue}
 
 
 def input_record(records: Sequence[StepRecord]) -> StepRecord | None:
@@ -89,7 +96,13 @@ def _decode(middleware: Host, record: StepRecord) -> RecordedCall:
     payload = middleware.serializer.from_tree(record.output, where)
     if not (isinstance(payload, dict) and isinstance(payload.get("args"), list)):
         raise WorkflowError(f"{where}: not a workflow's arguments")
-    return RecordedCall(record.name, tuple(payload["args"]), dict(payload.get("kwargs") or {}))
+    queue = payload.get("queue")
+    return RecordedCall(
+        record.name,
+        tuple(payload["args"]),
+        dict(payload.get("kwargs") or {}),
+        queue if isinstance(queue, str) else None,
+    )
 
 
 class Workflow(Generic[P, R]):

@@ -13,13 +13,13 @@ class Once:
 
     def __init__(self, fn: Callable[[], None]) -> None:
         self._fn = fn
-        self._done = False
+        self.done = False
         self._lock = threading.Lock()
 
     def __call__(self) -> None:
-        if self._done:
+        if self.done:
             return
         with self._lock:
-            if not self._done:
+            if not self.done:
                 self._fn()
-                self._done = True
+                self.done = True

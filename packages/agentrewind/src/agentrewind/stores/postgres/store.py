@@ -12,6 +12,7 @@ from ...records import StepIndex, StepRecord
 from ..base import Store
 from ..cache import CacheBackend
 from ..leases import lease_is_live, leased_error
+from ..queue import QueueBackend
 from . import _bulk, _flow, _steps
 from . import _sql as Q
 from ._db import PostgresDatabase, Statement, quote_schema, split_url
@@ -380,6 +381,11 @@ class PostgresStore(PostgresRuns, Store):
         from ._cache import PostgresCache
 
         return PostgresCache(self)
+
+    def _open_queues(self) -> QueueBackend:
+        from ._queue import PostgresQueues
+
+        return PostgresQueues(self)
 
     def close(self) -> None:
         if self._aio is not None:
