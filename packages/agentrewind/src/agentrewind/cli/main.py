@@ -53,6 +53,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "resume": lambda args: _worker().cmd_resume(args),
     "worker": lambda args: _worker().cmd_worker(args),
     "cache": caching.cmd_cache,
+    "queues": lambda args: _worker().cmd_queues(args),
 }
 
 

@@ -34,7 +34,7 @@ EPILOG = """exit codes:
 
 CORE_COMMANDS = (
     "demo", "runs", "log", "tree", "branches", "show", "diff", "metrics", "fork", "rm",
-    "prune", "export", "import", "ui", "cancel", "resume", "worker", "cache",
+    "prune", "export", "import", "ui", "cancel", "resume", "worker", "cache", "queues",
 )  # fmt: skip
 
 
@@ -227,6 +227,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                         "saved per call site; clear: drop entries and statistics")  # fmt: skip
     p.add_argument("--site", metavar="SITE", help="only this call site (kind:name, as "
                    "`cache stats` lists it)")  # fmt: skip
+    p = command("queues", "durable queues: waiting (delayed), in flight, oldest waiting")
+    p.add_argument("name", nargs="?", metavar="QUEUE", help="only this queue")
+    p.add_argument("--app", metavar="MODULE:ATTR", help="the Middleware that declares the "
+                   "queues: their limits are shown too")  # fmt: skip
     p = command("ui", "serve a local read-only web viewer of the store", json=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8642, help="port (0: a free one; default: 8642)")
@@ -258,8 +262,8 @@ def _lifecycle_commands(command: Callable[..., Any]) -> None:
         help="the middleware that registers the run's workflow: resume it in this process "
         "(its store, not --store); without it a worker or recover() resumes the run",
     )
-    p = command("worker", "recover crashed workflow runs now and whenever a lease lapses",
-                json=False)  # fmt: skip
+    p = command("worker", "run queued workflow runs as their queues allow, and recover "
+                "crashed ones", json=False)  # fmt: skip
     p.add_argument(
         "app",
         metavar="MODULE:ATTR",
@@ -267,10 +271,24 @@ def _lifecycle_commands(command: Callable[..., Any]) -> None:
         "MODULE is imported with the current directory on the path",
     )
     p.add_argument(
-        "-c", "--concurrency", type=_count, default=4, help="runs resumed at once (default: 4)"
+        "-q",
+        "--queue",
+        dest="queues",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="take runs from this queue (repeatable; declared in MODULE with "
+        "middleware.queue(NAME, ...))",
+    )
+    p.add_argument("-c", "--concurrency", type=_count, default=4, help="runs at once (default: 4)")
+    p.add_argument(
+        "--poll", type=_positive, default=1.0, help="seconds between looks at the store when idle"
     )
     p.add_argument(
-        "--poll", type=_positive, default=1.0, help="seconds between looks for crashed runs"
+        "--no-recover",
+        dest="recover",
+        action="store_false",
+        help="only take queued runs; leave crashed runs of other workflows alone",
     )
     p.add_argument(
         "--drain-timeout",
@@ -279,7 +297,7 @@ def _lifecycle_commands(command: Callable[..., Any]) -> None:
         help="seconds to wait on SIGTERM/SIGINT for runs in flight to reach their next step",
     )
     p.add_argument(
-        "--once", action="store_true", help="exit when no crashed run is left (no polling)"
+        "--once", action="store_true", help="exit when nothing is left to run (no polling)"
     )
 
 

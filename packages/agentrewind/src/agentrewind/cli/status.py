@@ -23,7 +23,8 @@ __all__ = ["KINDS", "STATUSES", "RunView", "describe", "leases", "step_counts"]
 KINDS = ("journal", "timeline", "fork", "import", "langgraph")
 """Kinds of run `runs --kind` filters on."""
 STATUSES = (
-    "running", "crashed", "cancelled", "completed", "failed", "partial", "paused", "active",
+    "queued", "running", "crashed", "cancelled", "completed", "failed", "partial", "paused",
+    "active",
 )  # fmt: skip
 """Statuses `runs` shows; `crashed`: `running` with no live lease (expired, or owner dead);
 `cancelled`: marked by `cancel` (its lease holds the mark) until `resume`;

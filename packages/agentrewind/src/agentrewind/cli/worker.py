@@ -1,29 +1,29 @@
 """`agentrewind worker`, `cancel` and `resume`: runs that come back by themselves.
 
 The worker imports the user's module (the current directory on the path, as `celery -A`
-does), recovers the crashed runs of the workflows it registers, then keeps claiming runs
-whose leases lapse; on SIGTERM or SIGINT it drains: the runs in flight stop at their next
-step and release their leases (another worker resumes them), and it exits.
+does) and runs `journal.serving.Worker`: it takes queued runs of the queues named with
+`--queue` as their limits allow, recovers the crashed runs of the workflows it registers, and
+keeps doing both; on SIGTERM or SIGINT it drains: the runs in flight stop at their next step
+and release their leases and slots (another worker resumes them), and it exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import signal
 import sys
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ..errors import RunLockedError
+from ..errors import QueueError
 from ..journal import Middleware
-from ..journal.lifecycle import Claim, RecoveryOutcome, candidates, claim
-from .common import CliError, open_store
+from ..journal.serving import Worker
+from .common import CliError, dumps, open_store
 
-__all__ = ["cmd_cancel", "cmd_resume", "cmd_worker", "load_app"]
+__all__ = ["cmd_cancel", "cmd_queues", "cmd_resume", "cmd_worker", "load_app"]
 
 
 def load_app(spec: str) -> Middleware:
@@ -53,86 +53,90 @@ def load_app(spec: str) -> Middleware:
     return obj
 
 
-def _line(outcome: RecoveryOutcome, seconds: float) -> str:
-    how = outcome.outcome + (f": {type(outcome.error).__name__}" if outcome.error else "")
-    return f"resumed {outcome.run_id} ({outcome.workflow}): {how} in {seconds:.2f}s"
-
-
-class Worker:
-    """Claims crashed runs of a middleware's workflows and resumes them on a thread pool."""
-
-    def __init__(self, mw: Middleware, *, concurrency: int, poll: float) -> None:
-        self.mw = mw
-        self.concurrency = concurrency
-        self.poll = poll
-        self.stop = threading.Event()
-        self.in_flight: dict[str, Future[RecoveryOutcome]] = {}
-        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="agentrewind-worker")
-        self.done = 0
-
-    def _resume(self, got: Claim) -> RecoveryOutcome:
-        t0 = time.monotonic()
-        outcome = got.resume()
-        print(_line(outcome, time.monotonic() - t0), flush=True)
-        return outcome
-
-    def tick(self) -> None:
-        """Claim as many crashed runs as free slots allow."""
-        for run_id in [r for r, f in self.in_flight.items() if f.done()]:
-            del self.in_flight[run_id]
-            self.done += 1
-        free = self.concurrency - len(self.in_flight)
-        if free <= 0:
-            return
-        for info in candidates(self.mw, include_failed=False, limit=free + len(self.in_flight)):
-            if self.stop.is_set() or len(self.in_flight) >= self.concurrency:
-                return
-            if info.run_id in self.in_flight:
-                continue
-            try:
-                got = claim(self.mw, info, include_failed=False)
-            except RunLockedError:
-                continue
-            if isinstance(got, Claim):
-                self.in_flight[info.run_id] = self.pool.submit(self._resume, got)
-
-    def serve(self, *, once: bool, drain_timeout: float) -> None:
-        """Poll until stopped (or, with `once`, until nothing is left to claim), then drain."""
-        while not self.stop.is_set():
-            self.tick()
-            if once and not self.in_flight:
-                break
-            self.stop.wait(self.poll)
-        self.mw.draining.set()  # runs in flight stop at their next step, leases released
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + drain_timeout
-        for future in list(self.in_flight.values()):
-            try:
-                future.result(timeout=max(deadline - time.monotonic(), 0.0))
-            except Exception:
-                continue
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
-    """`agentrewind worker MODULE:ATTR`: recover crashed runs now and as their leases lapse."""
-    if args.concurrency < 1 or args.poll <= 0:
-        raise CliError("--concurrency must be at least 1 and --poll a positive number of seconds")
+    """`agentrewind worker MODULE:ATTR [--queue NAME...]`: run queued runs, recover crashed ones."""
     mw = load_app(args.app)
     if not mw.workflows:
         raise CliError(f"{args.app} registers no workflow (use @middleware.workflow(name))")
-    worker = Worker(mw, concurrency=args.concurrency, poll=args.poll)
+    try:
+        queues = [mw._declared(name) for name in args.queues]
+    except QueueError as exc:
+        raise CliError(f"{args.app}: {exc}") from None
+    worker = Worker(
+        mw,
+        queues=queues,
+        concurrency=args.concurrency,
+        poll=args.poll,
+        recover=args.recover,
+        report=lambda line: print(line, flush=True),
+    )
 
     def stop(signum: int, _frame: Any) -> None:
         print(f"{signal.Signals(signum).name}: draining", flush=True)
         worker.stop.set()
+        worker._wake.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     names = ", ".join(sorted(mw.workflows))
-    print(f"worker on {mw.store.url}: workflows {names}; {args.concurrency} at a time", flush=True)
+    served = f"; queues {', '.join(q.name for q in queues)}" if queues else ""
+    print(
+        f"worker on {mw.store.url}: workflows {names}{served}; {args.concurrency} at a time",
+        flush=True,
+    )
     worker.serve(once=args.once, drain_timeout=args.drain_timeout)
-    print(f"worker stopped: {worker.done + len(worker.in_flight)} run(s) resumed", flush=True)
+    print(f"worker stopped: {worker.done + len(worker.in_flight)} run(s) ended here", flush=True)
     return 0
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    """`agentrewind queues [QUEUE] [--app MODULE:ATTR]`: what each queue holds now."""
+    declared = load_app(args.app).queues if args.app else {}
+    with open_store(args, write=False) as store:
+        url = store.url
+        stats = store.queues.stats(args.name)
+    empty = args.name is not None and not (stats[0].queued + stats[0].in_flight)
+    if empty and args.name not in declared:
+        raise CliError(f"no queue {args.name!r} holds runs in {url}")
+    rows = []
+    for s in stats:
+        q = declared.get(s.queue)
+        limits = None
+        if q is not None:
+            limits = dataclasses.asdict(q.limits) | {"worker_concurrency": q.worker_concurrency}
+        rows.append(s.as_dict() | {"limits": limits})
+    if args.json:
+        print(dumps(rows))
+        return 0
+    if not rows:
+        print("no queue holds runs")
+        return 0
+    now = time.time()
+    print(f"{'queue':<24} {'waiting':>8} {'delayed':>8} {'in flight':>9} {'oldest':>9}  limits")
+    for row in rows:
+        oldest = row["oldest_enqueued_at"]
+        age = "-" if oldest is None else f"{now - oldest:.1f}s"
+        print(
+            f"{row['queue']:<24} {row['queued']:>8} {row['delayed']:>8} {row['in_flight']:>9} "
+            f"{age:>9}  {_limits(row['limits'])}"
+        )
+    return 0
+
+
+def _limits(limits: dict[str, Any] | None) -> str:
+    if limits is None:
+        return "(--app shows them)"
+    parts = []
+    if limits["concurrency"] is not None:
+        parts.append(f"concurrency={limits['concurrency']}")
+    if limits["worker_concurrency"] is not None:
+        parts.append(f"worker_concurrency={limits['worker_concurrency']}")
+    if limits["limiter"] is not None:
+        n, seconds = limits["limiter"]
+        parts.append(f"limiter={n}/{seconds:g}s")
+    if limits["partitioned"]:
+        parts.append("partitioned")
+    return " ".join(parts) or "none"
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

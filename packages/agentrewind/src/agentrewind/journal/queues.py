@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import (
     QueueError,
@@ -27,10 +27,14 @@ from ..errors import (
 from ..ids import new_id
 from ..records import StepRecord
 from ..stores.queue import MAX_PRIORITY, QueueEntry, QueueLimits, QueueStats, check_queue_name
-from .workflow import INPUT_KIND, RESULT_KIND, Workflow, arecorded_call, recorded_call
-
-if TYPE_CHECKING:
-    from .durable import Durable
+from .workflow import (
+    INPUT_KIND,
+    RESULT_KIND,
+    DurableHost,
+    Workflow,
+    arecorded_call,
+    recorded_call,
+)
 
 __all__ = ["Queue", "QueueHandle"]
 
@@ -53,7 +57,7 @@ class Queue:
 
     def __init__(
         self,
-        middleware: Durable,
+        middleware: DurableHost,
         name: str,
         *,
         concurrency: int | None = None,

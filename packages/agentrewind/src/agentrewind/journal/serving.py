@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import (
     QueueError,
@@ -27,11 +27,8 @@ from ..stores.leases import make_lease_owner
 from ..stores.queue import QueueEntry
 from .call import log
 from .lifecycle import Claim, RecoveryOutcome, candidates, claim
-from .workflow import recorded_call
-
-if TYPE_CHECKING:
-    from .durable import Durable
-    from .queues import Queue
+from .queues import Queue
+from .workflow import DurableHost, recorded_call
 
 __all__ = ["Worker"]
 
@@ -50,7 +47,7 @@ class Worker:
 
     def __init__(
         self,
-        middleware: Durable,
+        middleware: DurableHost,
         *,
         queues: Sequence[Queue] = (),
         concurrency: int = 8,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
@@ -52,6 +53,20 @@ class Host(Protocol):
 
     def run(self, run_id: str | None = None) -> RunContext:
         """Open run `run_id` (see `Middleware.run`)."""
+        ...
+
+
+class DurableHost(Host, Protocol):
+    """What queues and workers need of a `Middleware` besides `Host`."""
+
+    draining: threading.Event
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel run `run_id` (see `Middleware.cancel`)."""
+        ...
+
+    async def acancel(self, run_id: str) -> bool:
+        """Async twin of `cancel`."""
         ...
 
 

@@ -15,6 +15,8 @@ from ..ids import check_id
 from ..records import RunInfo, RunMetrics, StepRecord
 from . import _gate
 from .cache import CacheBackend
+from .leases import LeaseResult
+from .prune import PruneResult
 from .queue import QueueBackend
 
 __all__ = [
@@ -50,29 +52,6 @@ def _checking_run_id(fn: Callable[..., T]) -> Callable[..., T]:
 
     method._checks_run_id = True  # type: ignore[attr-defined]
     return method
-
-
-class LeaseResult(tuple[bool, str, float]):
-    """`(acquired, owner, expires_in_seconds)` of a lease attempt."""
-
-    __slots__ = ()
-
-    @property
-    def acquired(self) -> bool:
-        """Whether the caller now holds the lease."""
-        return self[0]
-
-
-class PruneResult(int):
-    """How many runs `prune` deleted (an `int`), and which leased runs it skipped."""
-
-    skipped: tuple[str, ...]
-    """Runs that were due but another process is driving (live lease); pass `force=True`."""
-
-    def __new__(cls, deleted: int, skipped: tuple[str, ...] = ()) -> PruneResult:
-        self = super().__new__(cls, deleted)
-        self.skipped = skipped
-        return self
 
 
 class Store(abc.ABC):

@@ -25,6 +25,7 @@ from ..errors import (
 __all__ = [
     "CANCEL_TTL",
     "LOST_CAUSES",
+    "LeaseResult",
     "cancel_mark",
     "cancel_meta",
     "check_fence",
@@ -211,3 +212,14 @@ def leased_error(run_id: str, lease: tuple[str, float], now: float) -> RunLocked
     err = RunLockedError(run_id, lease[0], lease[1] - now)
     err.args = (f"{err.args[0]}; not deleted (pass force=True to delete it anyway)",)
     return err
+
+
+class LeaseResult(tuple[bool, str, float]):
+    """`(acquired, owner, expires_in_seconds)` of a lease attempt."""
+
+    __slots__ = ()
+
+    @property
+    def acquired(self) -> bool:
+        """Whether the caller now holds the lease."""
+        return self[0]

@@ -12,7 +12,20 @@ from typing import Any
 
 from ..errors import RunLockedError
 
-__all__ = ["delete_each", "due_runs"]
+__all__ = ["PruneResult", "delete_each", "due_runs"]
+
+
+class PruneResult(int):
+    """How many runs `prune` deleted (an `int`), and which leased runs it skipped."""
+
+    skipped: tuple[str, ...]
+    """Runs that were due but another process is driving (live lease); pass `force=True`."""
+
+    def __new__(cls, deleted: int, skipped: tuple[str, ...] = ()) -> PruneResult:
+        self = super().__new__(cls, deleted)
+        self.skipped = skipped
+        return self
+
 
 BATCH = 500
 """Runs deleted per pipeline (Redis) or per statement batch."""
