@@ -190,6 +190,7 @@ class Workflow(Generic[P, R]):
             try:
                 out = self.fn(*payload["args"], **payload["kwargs"])
             except BaseException as exc:
+                result_call.side_effects = True  # journal the error: handles report it
                 result_call.fail(exc)
                 raise
             result_call.complete(out)
@@ -209,6 +210,7 @@ class Workflow(Generic[P, R]):
                 else:
                     out = await asyncio.to_thread(self.fn, *payload["args"], **payload["kwargs"])
             except BaseException as exc:
+                result_call.side_effects = True
                 await result_call.afail(exc)
                 raise
             await result_call.acomplete(out)

@@ -16,6 +16,9 @@ from ._fence import PostgresLeases
 from ._flow import PgFlow
 from ._rows import run_info
 
+UNFINISHED = ("running", "queued")
+"""Statuses a lease can change: `running` to crashed or cancelled, `queued` to cancelled."""
+
 __all__ = ["PostgresRuns"]
 
 
@@ -99,14 +102,17 @@ class PostgresRuns(PostgresLeases):
         return (yield from self._crashed([run_info(r) for r in rows]))
 
     def _crashed(self, runs: list[RunInfo]) -> PgFlow[list[RunInfo]]:
-        """Mark `running` runs whose owner died as `crashed` (one lease query, if any runs)."""
-        running = [r.run_id for r in runs if r.status == "running"]
+        """Show dead owners' `running` runs as `crashed`, cancel-marked ones as `cancelled`.
+
+        One lease query, if any run could be either.
+        """
+        running = [r.run_id for r in runs if r.status in UNFINISHED]
         if running:
             rows = yield self._read("LEASES", (self.namespace, running))
             leases = {run: (owner, float(until)) for run, owner, until, _ in rows}
             now = float(rows[0][3]) if rows else 0.0  # lease times are the server's
             for r in runs:
-                if r.status == "running":
+                if r.status in UNFINISHED:
                     r.status = run_status(r.status, leases.get(r.run_id), now)
                     if r.status == "cancelled":
                         r.meta.update(cancel_meta(leases.get(r.run_id)))
