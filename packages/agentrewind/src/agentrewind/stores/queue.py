@@ -142,6 +142,9 @@ def pick(
     taken: list[T] = []
     if n <= 0:
         return taken
+    if not limits.partitioned:  # one set of limits for the whole queue
+        in_flight = {"": sum(in_flight.values())}
+        starts = {"": sum(starts.values())}
     room: dict[str, int] = {}
     for entry in ready:
         part = partition_of(entry) if limits.partitioned else ""
