@@ -21,9 +21,10 @@ A queue's keys are `PREFIX:NS:q:{TAG}:QUEUE:part` (built by `_keys.id_base`, so 
 
 Each operation is one Lua script over those keys: atomic, and valid on a Cluster. Times come
 from the server's clock (`TIME`), so workers on machines with skewed clocks agree; only a
-not-before time is the pusher's. A dequeue reads `wait` in batches from its head, so taking
-from a queue without partitions reads at most `n` entries whatever its depth (a partitioned
-queue reads on past entries of full partitions, like every backend running `pick`).
+not-before time is the pusher's. A dequeue reads `wait` from its head: in a queue without
+partitions it first works out how many entries the limits allow and reads exactly those,
+whatever the queue's depth; a partitioned queue reads on, in batches of 100, past entries of
+full partitions (as every backend running `pick` does).
 
 The namespace's `queues` set (another slot) names the queues for `stats()`: a single Redis
 adds to it in the push script itself; on a Cluster the push adds to it first, in a call of
@@ -131,9 +132,19 @@ if lim then
 end
 -- pick(): the first entries (in dequeue order) the limits allow.
 local room, taken, read, offset = {}, {}, 0, 0
-local batch = n
-if parted then batch = math.max(n, 100) end
-local done = false
+local function free(part)
+  local f = n
+  if conc then f = math.min(f, conc - (flying[part] or 0)) end
+  if lim then f = math.min(f, lim - (started[part] or 0)) end
+  return f
+end
+local batch = math.max(n, 100)
+if not parted then
+  -- One partition: the first `room` entries are taken, so read exactly those.
+  room[''] = free('')
+  batch = room['']
+end
+local done = batch <= 0
 while not done do
   local ids = redis.call('ZRANGE', wait, offset, offset + batch - 1)
   if #ids == 0 then break end
@@ -142,18 +153,14 @@ while not done do
   for _, id in ipairs(ids) do
     local part = ''
     if parted then part = redis.call('HGET', ekey(id), 'part') end
-    if room[part] == nil then
-      local free = n
-      if conc then free = math.min(free, conc - (flying[part] or 0)) end
-      if lim then free = math.min(free, lim - (started[part] or 0)) end
-      room[part] = free
-    end
+    if room[part] == nil then room[part] = free(part) end
     if room[part] <= 0 then
       if not parted then done = true; break end
     else
       room[part] = room[part] - 1
       taken[#taken + 1] = id
-      if #taken >= n then done = true; break end
+      -- (one partition: no room left, so pick() stops at the next entry)
+      if #taken >= n or (room[part] <= 0 and not parted) then done = true; break end
     end
   end
 end
@@ -303,8 +310,8 @@ class RedisQueues(QueueBackend):
         store.register_scripts(_SCRIPTS)
         self.index = K.namespace_key(store.prefix, store.namespace, "queues")
         self.scanned = 0
-        """Entries the last `take` read from the queue's waiting set (bounded by `n` for a
-        queue without partitions, whatever its depth)."""
+        """Entries the last `take` read from the queue's waiting set (in a queue without
+        partitions, the entries it took, whatever the queue's depth)."""
 
     def keys(self, queue: str) -> QueueKeys:
         """The keys of `queue` in this namespace."""
