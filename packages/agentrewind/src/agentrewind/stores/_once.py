@@ -16,6 +16,11 @@ class Once:
         self._done = False
         self._lock = threading.Lock()
 
+    @property
+    def done(self) -> bool:
+        """True once the function ran (without error)."""
+        return self._done
+
     def __call__(self) -> None:
         if self._done:
             return

@@ -132,7 +132,10 @@ class PostgresCache(TableCache):
 
     def stats(self) -> list[CacheStats]:
         out: dict[str, CacheStats] = {}
-        if not self._ready and self.db.version(self.pg.render("{s}.ar_cache_version")) is None:
+        if (
+            not self._tables.done
+            and self.db.version(self.pg.render("{s}.ar_cache_version")) is None
+        ):
             return []  # never cached here (and a read-only store creates nothing)
         for site, entries, size in self._run(
             [(SITE_SIZES, (self.ns, time.time()))], fetch=0, write=False

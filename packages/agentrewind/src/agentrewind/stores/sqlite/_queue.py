@@ -144,7 +144,7 @@ class SQLiteQueues(QueueBackend):
     def finish(self, queue: str, run_id: str) -> bool:
         self._tables()
         with self.db.write() as conn:
-            return conn.execute(FINISH, (self.ns, queue, run_id)).rowcount > 0
+            return bool(conn.execute(FINISH, (self.ns, queue, run_id)).rowcount > 0)
 
     def entry(self, queue: str, run_id: str) -> QueueEntry | None:
         with self.db.read() as conn:
