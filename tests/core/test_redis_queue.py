@@ -254,3 +254,18 @@ def test_takes_match_the_in_process_queues(deep: Store, seed: int) -> None:
 
 def _ids(entries: list[QueueEntry]) -> list[str]:
     return [e.run_id for e in entries]
+
+
+def test_a_queue_past_its_sequence_refuses_entries(deep: Store) -> None:
+    """Scores stay exact doubles: priority * 2**33 + sequence, so 2**33 entries per queue."""
+    queues = _queues(deep)
+    queues.push(QueueEntry("full", "last", priority=MAX_PRIORITY))
+    client = deep.client  # type: ignore[attr-defined]
+    client.set(queues.keys("full").seq, 2**33 - 2)
+    queues.push(QueueEntry("full", "edge", priority=MAX_PRIORITY))
+    with pytest.raises(QueueError, match="2\\*\\*33"):
+        queues.push(QueueEntry("full", "over"))
+    assert queues.entry("full", "over") is None
+    got = queues.take("full", NONE, "w", 5, 30.0)
+    assert [e.run_id for e in got] == ["last", "edge"]
+    assert client.zscore(queues.keys("full").fly, "edge") is not None

@@ -3,18 +3,20 @@
 A queue's keys are `PREFIX:NS:q:{TAG}:QUEUE:part` (built by `_keys.id_base`, so distinct
 (namespace, queue) pairs never collide and a queue lives in one Cluster slot):
 
-- `wait` (sorted set): the entries a worker may take, scored `priority * 2**32 + seq`, so
+- `wait` (sorted set): the entries a worker may take, scored `priority * 2**33 + seq`, so
   ZRANGE order is (priority, enqueue sequence); every score is an exact double (priority
-  below 2**20, sequence below 2**32);
+  below 2**20, sequence below 2**33: a queue takes 2**33 entries in its life, then refuses
+  more);
 - `delay` (sorted set): entries whose not-before time is ahead, scored by it; a dequeue
   moves the due ones into `wait`, at their place;
 - `fly` (sorted set): entries in flight, scored by the expiry of their slot; a dequeue puts
   the lapsed ones back into `wait`, at their place;
 - `age` (sorted set): every entry not in flight (waiting or delayed), scored by enqueue
   time, for `stats`' oldest entry;
-- `starts` (sorted set): the limiter's recent starts, `N:PARTITION` scored by start time;
+- `starts` (sorted set): the limiter's recent starts, `SEQ:DELIVERY:PARTITION` scored by
+  start time;
 - `dedup` (hash): deduplication id -> run id;
-- `seq` (string): the enqueue (and start) counter;
+- `seq` (string): the enqueue counter;
 - `e:RUN_ID` (hash, one per entry): `p` priority, `part` partition, `dd` deduplication id
   (absent: none), `nb` not-before, `at` enqueue time, `n` deliveries, `seq`, `o` owner (in
   flight only).
@@ -52,7 +54,7 @@ local function back(wait, age, fly, id)
   local f = redis.call('HMGET', ekey(id), 'p', 'seq', 'at')
   redis.call('HDEL', ekey(id), 'o')
   redis.call('ZREM', fly, id)
-  redis.call('ZADD', wait, tonumber(f[1]) * 4294967296 + tonumber(f[2]), id)
+  redis.call('ZADD', wait, tonumber(f[1]) * 8589934592 + tonumber(f[2]), id)
   redis.call('ZADD', age, f[3], id)
 end
 """
@@ -70,6 +72,7 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 then return {'dup'} end
 local at = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local seq = redis.call('INCR', KEYS[5])
+if seq >= 8589934592 then return {'full'} end
 redis.call('HSET', KEYS[6], 'p', ARGV[3], 'part', ARGV[4], 'nb', ARGV[7], 'at', at,
   'n', 0, 'seq', seq)
 if ARGV[5] == '1' then
@@ -80,14 +83,14 @@ redis.call('ZADD', KEYS[3], at, ARGV[2])
 if tonumber(ARGV[7]) > now then
   redis.call('ZADD', KEYS[2], ARGV[7], ARGV[2])
 else
-  redis.call('ZADD', KEYS[1], tonumber(ARGV[3]) * 4294967296 + seq, ARGV[2])
+  redis.call('ZADD', KEYS[1], tonumber(ARGV[3]) * 8589934592 + seq, ARGV[2])
 end
 if #KEYS > 6 then redis.call('SADD', KEYS[7], ARGV[8]) end
 return {'ok'}
 """
 )
 
-# KEYS: wait, delay, age, fly, starts, seq. ARGV: entry key prefix, owner, n, ttl,
+# KEYS: wait, delay, age, fly, starts. ARGV: entry key prefix, owner, n, ttl,
 # concurrency ('' none), limiter n ('' none), limiter window, partitioned ('1'/'0').
 # Returns {entries read from wait, (run id, {p, part, dd, nb, at, n}) per entry taken}.
 TAKE = (
@@ -103,7 +106,7 @@ end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', delay, '-inf', bound)) do
   local f = redis.call('HMGET', ekey(id), 'p', 'seq')
   redis.call('ZREM', delay, id)
-  redis.call('ZADD', wait, tonumber(f[1]) * 4294967296 + tonumber(f[2]), id)
+  redis.call('ZADD', wait, tonumber(f[1]) * 8589934592 + tonumber(f[2]), id)
 end
 local conc, lim = tonumber(ARGV[5]), tonumber(ARGV[6])
 local parted = ARGV[8] == '1'
@@ -123,7 +126,7 @@ if lim then
   redis.call('ZREMRANGEBYSCORE', starts, '-inf', edge)
   if parted then
     for _, m in ipairs(redis.call('ZRANGE', starts, 0, -1)) do
-      local p = string.match(m, '^[^:]*:(.*)$')
+      local p = string.match(m, '^[^:]*:[^:]*:(.*)$')
       started[p] = (started[p] or 0) + 1
     end
   else
@@ -174,8 +177,9 @@ for _, id in ipairs(taken) do
   redis.call('HSET', e, 'o', ARGV[2])
   redis.call('HINCRBY', e, 'n', 1)
   local f = redis.call('HMGET', e, 'p', 'part', 'dd', 'nb', 'at', 'n')
-  if lim then
-    redis.call('ZADD', starts, now, redis.call('INCR', KEYS[6]) .. ':' .. f[2])
+  if lim then  -- one member per (entry, delivery)
+    local seq = redis.call('HGET', e, 'seq')
+    redis.call('ZADD', starts, now, seq .. ':' .. f[6] .. ':' .. f[2])
   end
   out[#out + 1] = id
   out[#out + 1] = f
@@ -346,6 +350,8 @@ class RedisQueues(QueueBackend):
             raise QueueDeduplicatedError(e.queue, e.dedup_id, _s(reply[1]))
         if kind == "dup":
             raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}")
+        if kind == "full":  # the sequence would no longer fit its score exactly
+            raise QueueError(f"queue {e.queue!r} has taken its 2**33 entries: use another name")
 
     def take(
         self, queue: str, limits: QueueLimits, owner: str, n: int, ttl: float
@@ -362,7 +368,7 @@ class RedisQueues(QueueBackend):
             repr(limits.window),
             "1" if limits.partitioned else "0",
         ]
-        keys = [k.wait, k.delay, k.age, k.fly, k.starts, k.seq]
+        keys = [k.wait, k.delay, k.age, k.fly, k.starts]
         reply = self.redis.run_script("QUEUE_TAKE", keys, args)
         self.scanned = int(reply[0])
         it = iter(reply[1:])
