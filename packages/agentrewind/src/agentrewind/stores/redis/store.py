@@ -14,6 +14,7 @@ from ...records import RunInfo, RunMetrics, StepIndex, StepRecord, site_json
 from ..base import LeaseResult, Store
 from ..cache import CacheBackend
 from ..leases import lease_owner_is_dead
+from ..queue import QueueBackend
 from ..urls import redact_url
 from . import _keys as K
 from . import _safety as safety
@@ -404,6 +405,11 @@ class RedisStore(RedisIO, Store):
         from ._cache import RedisCache
 
         return RedisCache(self)
+
+    def _open_queues(self) -> QueueBackend:
+        from ._queue import RedisQueues
+
+        return RedisQueues(self)
 
     def close(self) -> None:
         self.close_async()
