@@ -175,6 +175,28 @@ def test_metrics_of_the_store_and_of_a_run(viewer: ViewerServer) -> None:
     assert get(viewer, "/api/runs/order-1/metrics")["total"]["steps"] == 3
 
 
+def test_queues_and_queued_runs(tmp_path: Path) -> None:
+    store = agentrewind.connect(f"sqlite:///{tmp_path / 'q.db'}")
+    mw = agentrewind.Middleware(store)
+    wf = mw.workflow("send", lambda to: to)
+    mail = mw.queue("mail", concurrency=2)
+    mail.enqueue(wf, "ann", run_id="mail-1")
+    mail.enqueue(wf, "bob", run_id="mail-2", delay=600)
+    server = make_server(store, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        (q,) = get(server, "/api/queues")
+        assert (q["queue"], q["queued"], q["delayed"], q["in_flight"]) == ("mail", 2, 1, 0)
+        assert q["age"] is not None and q["age"] >= 0
+        runs = {r["run_id"]: r["status"] for r in get(server, "/api/runs")}
+        assert runs == {"mail-1": "queued", "mail-2": "queued"}
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+
+
 def test_pages_are_the_app_with_a_strict_csp(viewer: ViewerServer) -> None:
     for path in ("/", "/runs/order-1", "/runs/plan/graph", "/metrics"):
         status, headers, body = fetch(viewer, path)

@@ -70,6 +70,8 @@ def _populate(store: Store, url: str) -> str:
 
     with redirect_stdout(io.StringIO()):
         run_demo(store, out=lambda *_: None)
+    mw = agentrewind.Middleware(store)
+    mw.queue("mail", concurrency=2).enqueue(mw.workflow("send", lambda to: to), "ann", delay=600)
     ids = [r.run_id for r in store.list_runs()]
     demo = next(i for i in ids if i.startswith("demo-") and "-" not in i[5:])
     mw = agentrewind.Middleware(store)
@@ -215,6 +217,21 @@ def test_metrics_page(page: Any, viewer: tuple[ViewerServer, str]) -> None:
     page.locator("[data-testid=chart-replay_hits]").wait_for()
     assert int(page.locator("[data-metric='replay hits'] b").inner_text()) >= 2
     shot(page, "metrics")
+
+
+def test_queues_page_and_queued_runs(page: Any, viewer: tuple[ViewerServer, str]) -> None:
+    server, _ = viewer
+    page.goto(server.url)
+    page.get_by_role("link", name="Queues").click()
+    row = page.locator("[data-testid=queues] tr[data-queue=mail]")
+    row.wait_for()
+    assert row.locator("td").nth(1).inner_text() == "1"  # waiting
+    assert row.locator("td").nth(2).inner_text() == "1"  # of which delayed
+    row.get_by_role("link", name="queued runs").click()
+    page.locator("[data-testid=runs] tbody tr").first.wait_for()
+    statuses = page.locator("[data-testid=runs] tbody .badge").all_inner_texts()
+    assert statuses == ["queued"]
+    shot(page, "queues")
 
 
 def test_crafted_markup_executes_nothing(page: Any, viewer: tuple[ViewerServer, str]) -> None:

@@ -7,6 +7,8 @@ plugins, so the core never imports a framework.
 
 from __future__ import annotations
 
+import time
+
 from typing import Any
 
 from ..cli import sources as _sources
@@ -284,3 +286,13 @@ def metrics(store: Store, run_id: str | None = None, limit: int = 500) -> dict[s
                                                   "seconds_saved", "failures")}  # fmt: skip
     series = sorted(runs, key=lambda r: r["updated_at"])
     return {"runs": len(runs), "total": total, "series": series}
+
+
+def queues(store: Store) -> list[dict[str, Any]]:
+    """Each queue holding runs: waiting (delayed), in flight, oldest waiting, and its runs."""
+    out = []
+    for s in store.queues.stats():
+        row = s.as_dict()
+        row["age"] = None if s.oldest_enqueued_at is None else time.time() - s.oldest_enqueued_at
+        out.append(row)
+    return out

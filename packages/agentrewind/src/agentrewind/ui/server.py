@@ -179,6 +179,8 @@ def _route(store: Store, parts: list[str], query: dict[str, str]) -> Any:
             return api.list_runs(store, limit)
         case ["metrics"]:
             return api.metrics(store, None, limit)
+        case ["queues"]:
+            return api.queues(store)
         case ["runs", run_id]:
             return api.run_detail(store, run_id)
         case ["runs", run_id, "graph"]:

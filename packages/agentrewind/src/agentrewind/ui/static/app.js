@@ -93,7 +93,7 @@ async function runsPage(token, query) {
   if (token !== routeToken) return;
   const q = h("input", { type: "search", placeholder: "search run id", value: query.get("q") || "", "data-testid": "search" });
   const status = h("select", { "data-testid": "status-filter" }, h("option", { value: "" }, "any status"),
-    ["running", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
+    ["queued", "running", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
   const kind = h("select", { "data-testid": "kind-filter" }, h("option", { value: "" }, "any kind"),
     ["journal", "timeline", "langgraph"].map((x) => h("option", { value: x }, x)));
   status.value = query.get("status") || ""; kind.value = query.get("kind") || "";
@@ -346,6 +346,19 @@ async function metricsPage(token) {
   lineChart(m.series, "tokens_saved", "tokens saved", (x) => String(x)));
 }
 
+async function queuesPage(token) {
+  const qs = await getJSON("/api/queues");
+  if (token !== routeToken) return;
+  const rows = qs.map((q) => h("tr", { "data-queue": q.queue }, h("td", {}, q.queue),
+    h("td", { class: "num" }, q.queued), h("td", { class: "num" }, q.delayed), h("td", { class: "num" }, q.in_flight),
+    h("td", { class: "num" }, q.age === null ? "–" : secs(q.age)),
+    h("td", {}, link(`/?status=queued`, "queued runs"))));
+  render(h("h1", {}, "Queues"), qs.length === 0 ? h("p", { class: "muted" }, "No queue holds runs.") :
+    h("table", { "data-testid": "queues" }, h("thead", {}, h("tr", {}, h("th", {}, "queue"),
+      ["waiting", "delayed", "in flight", "oldest waiting"].map((x) => h("th", { class: "num" }, x)), h("th", {}, ""))),
+    h("tbody", {}, rows)));
+}
+
 // -- routing ----------------------------------------------------------------------------------
 function route() {
   const token = ++routeToken;
@@ -354,6 +367,7 @@ function route() {
   let page;
   if (parts.length === 0 || (parts.length === 1 && parts[0] === "runs")) page = runsPage(token, url.searchParams);
   else if (parts[0] === "metrics") page = metricsPage(token);
+  else if (parts[0] === "queues") page = queuesPage(token);
   else if (parts[0] === "runs" && parts.length === 2) page = runPage(token, parts[1]);
   else if (parts[0] === "runs" && parts[2] === "steps" && parts.length === 4) page = runPage(token, parts[1], parts[3]);
   else if (parts[0] === "runs" && parts[2] === "graph") page = graphPage(token, parts[1], parts[3]);
