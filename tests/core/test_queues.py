@@ -258,3 +258,24 @@ def test_cli_lists_queues_and_queued_runs(
     assert "waiting-1" in out and "waiting-2" in out
     assert main(["--store", store_url, "queues", "nope"]) == 1
     assert "no queue 'nope'" in capsys.readouterr().err
+
+
+def test_a_worker_refuses_an_unknown_queue_in_one_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "qapp.py").write_text(
+        "import agentrewind\n"
+        f"mw = agentrewind.Middleware('sqlite:///{tmp_path / 'q.db'}')\n"
+        "mw.queue('known', concurrency=1)\n"
+        "mw.workflow('w', lambda: 1)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(__import__("sys").modules, "qapp", raising=False)
+    assert main(["worker", "qapp:mw", "--queue", "nope", "--once"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown queue 'nope'" in err and "known" in err and "Traceback" not in err
+    assert main(["worker", "qapp:mw", "--queue", "known", "--once", "--poll", "0.01"]) == 0
+    assert "queues known" in capsys.readouterr().out
+    assert main(["--store", f"sqlite:///{tmp_path / 'q.db'}", "queues", "known", "--app",
+                 "qapp:mw"]) == 0  # fmt: skip
+    assert "concurrency=1" in capsys.readouterr().out
