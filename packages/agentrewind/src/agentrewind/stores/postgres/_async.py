@@ -183,6 +183,9 @@ class AsyncPostgres:
         """Forget every loop's pool (from the sync `close`): a running loop closes its own."""
         pools, self._pools = self._pools, {}
         for loop, pool in pools.items():
-            if not loop.is_closed():
+            # Only a running loop can run the close: a coroutine handed to a stopped one is
+            # never awaited (a stopped loop's pool has no task left to run; its sockets go
+            # with it). A loop that stops between the check and the call drops it likewise.
+            if loop.is_running() and not loop.is_closed():
                 with contextlib.suppress(RuntimeError):
                     asyncio.run_coroutine_threadsafe(pool.close(timeout=1.0), loop)
