@@ -159,3 +159,24 @@ def test_runs_written_before_version_3_still_open(postgres_url: str, schema: str
         for i in range(STEPS + 10):
             assert run.step("work", lambda i: {"answer": -1}, i) == {"answer": i}
         assert run.metrics.replay_hits == STEPS + 10 and run.metrics.steps == 0
+
+
+@pytest.mark.parametrize("name", ["information_schema", "pg_catalog", "PG_TOAST", "a-b", "x;y"])
+def test_a_reserved_or_bad_schema_name_is_a_named_error(postgres_url: str, name: str) -> None:
+    with pytest.raises(agentrewind.StoreConfigError, match="schema") as caught:
+        agentrewind.connect(f"{postgres_url}?schema={name}")
+    assert isinstance(caught.value, ValueError)  # what it raised before, still caught
+
+
+def test_connections_carry_keepalives_and_a_tcp_user_timeout(postgres_url: str) -> None:
+    with closing(agentrewind.connect(f"{postgres_url}?deadline=12")) as store:
+        assert isinstance(store, PostgresStore)
+        with store.db.pool.connection() as conn:
+            dsn = dict(p.split("=", 1) for p in conn.info.dsn.split() if "=" in p)
+    assert dsn["keepalives"] == "1" and dsn["keepalives_idle"] == "30"
+    assert dsn["tcp_user_timeout"] == "12000"  # the deadline, in ms
+    # What the URL sets is the user's: kept as given.
+    with closing(agentrewind.connect(f"{postgres_url}?keepalives_idle=7")) as store:
+        assert isinstance(store, PostgresStore)
+        with store.db.pool.connection() as conn:
+            assert "keepalives_idle=7" in conn.info.dsn.split()

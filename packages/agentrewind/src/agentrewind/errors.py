@@ -26,6 +26,7 @@ __all__ = [
     "SerializationError",
     "StoreBusyError",
     "StoreClosedError",
+    "StoreConfigError",
     "StoreError",
     "StoreUnavailableError",
     "WorkflowError",
@@ -39,6 +40,13 @@ class AgentRewindError(Exception):
 
 class StoreError(AgentRewindError):
     """A store could not do what was asked."""
+
+
+class StoreConfigError(StoreError, ValueError):
+    """A store was configured wrong: a bad URL option or a reserved schema name.
+
+    Nothing was opened or written.
+    """
 
 
 class StoreUnavailableError(StoreError):

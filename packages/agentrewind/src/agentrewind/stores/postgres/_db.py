@@ -51,6 +51,21 @@ Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 _GUARDS = ("lock_timeout", "idle_in_transaction_session_timeout")
 
 
+TCP_DEFAULTS = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                "keepalives_count": 3}  # fmt: skip
+"""libpq keepalive settings of our connections (a dead peer seen within about a minute)."""
+
+
+def tcp_settings(conninfo: str, deadline: float) -> dict[str, Any]:
+    """Keepalives and `tcp_user_timeout` (ms) for connections, minus what `conninfo` sets."""
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(conninfo) if conninfo else {}
+    except psycopg.Error:
+        given = {}
+    wanted: dict[str, Any] = TCP_DEFAULTS | {"tcp_user_timeout": round(deadline * 1000)}
+    return {k: v for k, v in wanted.items() if k not in given}
+
+
 class PostgresDatabase:
     """Connections to one PostgreSQL database.
 
@@ -104,6 +119,7 @@ class PostgresDatabase:
             raise ValueError(f"deadline must be a positive number of seconds, not {deadline}")
         # an operation may wait lock_timeout for a lock, and then do its work
         self.deadlines = Deadlines(deadline or lock_timeout + 20.0, self.url)
+        self._tcp = tcp_settings(self.conninfo, deadline or lock_timeout + 20.0)
         self._conn: Any = connection
         self._conn_lock = threading.RLock()
         self._owns_pool = pool is None and connection is None
@@ -189,8 +205,13 @@ class PostgresDatabase:
             self.deadlines.disarm(armed)
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """How our connections are made: the pools' (sync and async), and `direct_kwargs`."""
-        return {"autocommit": True, "prepare_threshold": self.prepare_threshold}
+        """How our connections are made: the pools' (sync and async), and `direct_kwargs`.
+
+        With TCP keepalives and a TCP user timeout (the deadline) unless the URL sets them:
+        a server that froze or vanished mid-transaction is noticed by the kernel too, not
+        only by the deadline's watchdog, and a dead idle connection is dropped by the pool.
+        """
+        return {"autocommit": True, "prepare_threshold": self.prepare_threshold} | self._tcp
 
     def direct_kwargs(self, left: float | None = None) -> dict[str, Any]:
         """A connection opened outside a pool (the first check, or beside a starved pool).

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...errors import StoreConfigError
 from ..urls import redact_url
 
 __all__ = ["quote_schema", "redact", "split_url"]
@@ -50,7 +51,19 @@ def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
 
 
 def quote_schema(schema: str) -> str:
-    """The schema name as a quoted SQL identifier; refuses anything but a plain name."""
-    if not _IDENT.match(schema):
-        raise ValueError(f"schema must be a plain SQL name (letters, digits, _), not {schema!r}")
+    """The schema name as a quoted SQL identifier; refuses anything but a plain name.
+
+    Raises:
+        StoreConfigError: Not a plain name, or one of PostgreSQL's own schemas
+            (`information_schema`, `pg_catalog`, any `pg_*`): our tables never go there.
+    """
+    if not isinstance(schema, str) or not _IDENT.match(schema):
+        raise StoreConfigError(
+            f"schema must be a plain SQL name (letters, digits, _), not {schema!r}"
+        )
+    if schema.lower() == "information_schema" or schema.lower().startswith("pg_"):
+        raise StoreConfigError(
+            f"schema {schema!r} is PostgreSQL's own (information_schema and pg_* are "
+            "reserved): name a schema of your own, e.g. schema=agents"
+        )
     return f'"{schema}"'
