@@ -156,19 +156,10 @@ class Queue:
         entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
         payload = wf._payload(args, kwargs) | {"queue": self.name}
         mw = self.middleware
-        if self._known(recorded_call(mw.store, mw, run_id), run_id, wf):
-            return QueueHandle(self, run_id)
         if mw.store.get_run(run_id) is not None:
-            raise WorkflowError(f"run {run_id!r} exists and is not a run of {wf.name!r}")
-        with mw.run(run_id) as run:
-            _record_input(run, wf.name, payload)
-            run.status = "queued"
-        try:
-            mw.store.queues.push(entry)
-        except BaseException:
-            # Refused (a held dedup id) or not written: the run goes too, nothing is queued.
-            mw.store.delete_run(run_id, force=True)
-            raise
+            self._known(recorded_call(mw.store, mw, run_id), run_id, wf)
+            return QueueHandle(self, run_id)
+        mw.store.queues.enqueue(_input_record(mw, run_id, wf.name, payload), entry)
         return QueueHandle(self, run_id)
 
     async def aenqueue(
@@ -188,30 +179,20 @@ class Queue:
         entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
         payload = wf._payload(args, kwargs) | {"queue": self.name}
         mw = self.middleware
-        if self._known(await arecorded_call(mw.store, mw, run_id), run_id, wf):
-            return QueueHandle(self, run_id)
         if await mw.store.aget_run(run_id) is not None:
-            raise WorkflowError(f"run {run_id!r} exists and is not a run of {wf.name!r}")
-        async with mw.run(run_id) as run:
-            await _arecord_input(run, wf.name, payload)
-            run.status = "queued"
-        try:
-            await mw.store.queues.apush(entry)
-        except BaseException:
-            await mw.store.adelete_run(run_id, force=True)
-            raise
+            self._known(await arecorded_call(mw.store, mw, run_id), run_id, wf)
+            return QueueHandle(self, run_id)
+        await mw.store.queues.aenqueue(_input_record(mw, run_id, wf.name, payload), entry)
         return QueueHandle(self, run_id)
 
-    def _known(self, call: Any, run_id: str, wf: Workflow[Any, Any]) -> bool:
-        if call is None:
-            return False
-        if call.workflow != wf.name or call.queue != self.name:
+    def _known(self, call: Any, run_id: str, wf: Workflow[Any, Any]) -> None:
+        """An enqueue of an existing run: the same workflow and queue, or a named error."""
+        if call is None or call.workflow != wf.name or call.queue != self.name:
+            what = "not a workflow run" if call is None else f"a run of workflow {call.workflow!r}"
+            where = f" in queue {call.queue!r}" if call is not None and call.queue else ""
             raise WorkflowError(
-                f"run {run_id!r} is a run of workflow {call.workflow!r}"
-                + (f" in queue {call.queue!r}" if call.queue else "")
-                + f"; nothing was enqueued to {self.name!r}"
+                f"run {run_id!r} exists and is {what}{where}; nothing was enqueued to {self.name!r}"
             )
-        return True
 
     def handle(self, run_id: str) -> QueueHandle:
         """The handle of a run enqueued earlier (by any process)."""
@@ -222,18 +203,15 @@ class Queue:
         return self.middleware.store.queues.stats(self.name)[0]
 
 
-def _record_input(run: Any, name: str, payload: dict[str, Any]) -> None:
-    call = run.begin(INPUT_KIND, name, payload)
-    if not call.hit:
-        call.start()
-        call.complete(payload)
+def _input_record(mw: DurableHost, run_id: str, name: str, payload: dict[str, Any]) -> StepRecord:
+    """The run's first record (its workflow and arguments) as its execution writes it.
 
-
-async def _arecord_input(run: Any, name: str, payload: dict[str, Any]) -> None:
-    call = run.begin(INPUT_KIND, name, payload)
-    if not call.hit:
-        await call.astart()
-        await call.acomplete(payload)
+    Built on a run that is never opened (no lease, nothing read), so the execution a worker
+    starts later finds it under the same key and replays it.
+    """
+    call = mw.run(run_id).run.begin(INPUT_KIND, name, payload)
+    record: StepRecord = call._completed_record(payload, None)
+    return record
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

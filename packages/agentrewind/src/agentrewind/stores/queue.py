@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from ..errors import QueueDeduplicatedError, QueueError
+from ..records import RunMetrics, StepRecord
 
 __all__ = [
     "MAX_PRIORITY",
@@ -179,6 +180,27 @@ class QueueBackend(abc.ABC):
         Raises:
             QueueDeduplicatedError: Its `dedup_id` is held by an entry of the queue.
         """
+
+    def enqueue(self, record: StepRecord, entry: QueueEntry) -> None:
+        """Create run `record.run_id` as `queued`, holding `record`, with `entry` pushed.
+
+        All or nothing: a refused push (a held deduplication id) leaves no run behind.
+        SQLite and PostgreSQL do it in one transaction; this default writes unfenced (the
+        run has no owner yet) and deletes the run if the push is refused.
+        """
+        store: Any = self.store
+        store.begin_run(record.run_id)
+        try:
+            store.put_steps([record])
+            store.end_run(record.run_id, "queued", RunMetrics())
+            self.push(entry)
+        except BaseException:
+            store.delete_run(record.run_id, force=True)
+            raise
+
+    async def aenqueue(self, record: StepRecord, entry: QueueEntry) -> None:
+        """Async twin of `enqueue`."""
+        await self.store._in_thread(self.enqueue, record, entry)
 
     @abc.abstractmethod
     def take(

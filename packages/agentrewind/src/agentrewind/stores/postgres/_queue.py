@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError
+from ...records import RunMetrics, StepRecord
 from .._once import Once
 from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats
+from ._flow import PgFlow, Txn
 
 __all__ = ["PostgresQueues"]
 
@@ -147,6 +149,25 @@ class PostgresQueues(QueueBackend):
                     raise QueueDeduplicatedError(e.queue, e.dedup_id, run_id)
                 raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}")
         raise QueueError(f"queue {e.queue!r}: run {e.run_id!r} could not be enqueued")
+
+    def enqueue(self, record: StepRecord, entry: QueueEntry) -> None:
+        self._tables()
+        self.pg.drive_in_transaction(lambda: self._enqueue(record, entry))
+
+    def _enqueue(self, record: StepRecord, entry: QueueEntry) -> PgFlow[None]:
+        """The run, its first record and its entry: one transaction (a refusal rolls back)."""
+        e, pg = entry, self.pg
+        yield from pg._begin_run(record.run_id, None, None)
+        yield from pg._put_steps([record], None, None, None, True)
+        yield from pg._end_run(record.run_id, "queued", RunMetrics(), None)
+        row = (self.ns, e.queue, e.run_id, e.priority, e.partition, e.dedup_id, e.not_before)
+        if (yield Txn([(pg.render(PUSH), row)], fetch=0)):
+            return
+        holders = yield Txn([(pg.render(HOLDERS), (self.ns, e.queue, e.run_id, e.dedup_id))], 0)
+        for run_id, dedup_id in holders:
+            if e.dedup_id is not None and dedup_id == e.dedup_id:
+                raise QueueDeduplicatedError(e.queue, e.dedup_id, run_id)
+        raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}")
 
     def take(
         self, queue: str, limits: QueueLimits, owner: str, n: int, ttl: float

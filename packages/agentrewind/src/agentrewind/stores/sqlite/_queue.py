@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError
+from ...records import RunMetrics, StepRecord
 from .._once import Once
 from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats, pick
 from .db import apply_migrations
@@ -103,6 +104,15 @@ class SQLiteQueues(QueueBackend):
                 raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}")
             row = (e.priority, e.partition, e.dedup_id, e.not_before, time.time())
             conn.execute(PUSH, (self.ns, e.queue, e.run_id, *row))
+
+    def enqueue(self, record: StepRecord, entry: QueueEntry) -> None:
+        self._tables()
+        store: Any = self.store
+        with self.db.write():  # the store's writes join this one transaction
+            store.begin_run(record.run_id)
+            store.put_steps([record])
+            store.end_run(record.run_id, "queued", RunMetrics())
+            self.push(entry)
 
     def take(
         self, queue: str, limits: QueueLimits, owner: str, n: int, ttl: float
