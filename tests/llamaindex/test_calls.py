@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse
-from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM, MockLLM
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.tools import FunctionTool
 from workflows import Context
 
@@ -108,6 +109,44 @@ async def test_calls_outside_a_run_are_not_recorded():
     assert r.message.content == "re: plain" and CALLS == ["plain"]
     assert agentrewind.current_run() is None
     assert mw.store.list_runs() == []
+
+
+async def _every_completion_method(llm):
+    out = [llm.complete("complete").text, (await llm.acomplete("acomplete")).text]
+    out.append([c.delta for c in llm.stream_complete("stream")])
+    out.append([c.delta async for c in await llm.astream_complete("astream")])
+    out.append(llm.predict(PromptTemplate("predict {x}"), x="it"))
+    return out
+
+
+async def test_completions_are_recorded_once_and_replayed():
+    # What LlamaIndex's own tutorials call: complete / acomplete / stream_complete /
+    # astream_complete, and predict (which goes through them).
+    mw = Middleware("memory://calls-complete")
+    from agentrewind_llamaindex import install_call_hooks
+
+    install_call_hooks()
+    paid: list[str] = []
+
+    class Counting(MockLLM):
+        def complete(self, prompt, formatted=False, **kw):
+            paid.append(prompt)
+            return super().complete(prompt, formatted=formatted, **kw)
+
+        def stream_complete(self, prompt, formatted=False, **kw):
+            paid.append(prompt)
+            return super().stream_complete(prompt, formatted=formatted, **kw)
+
+    install_call_hooks()
+    async with mw.run("complete-1") as run:
+        first = await _every_completion_method(Counting(max_tokens=3))
+        assert [e.kind for e in run.events] == ["llm"] * 5
+    assert len(paid) == 5
+    async with mw.run("complete-1") as run:
+        again = await _every_completion_method(Counting(max_tokens=3))
+        assert [e.outcome for e in run.events] == ["replayed"] * 5
+    assert again == first and len(paid) == 5  # nothing paid twice
+    assert first[2] and first[3]  # the streams replayed chunk by chunk
 
 
 def test_chat_response_round_trips_through_serde():

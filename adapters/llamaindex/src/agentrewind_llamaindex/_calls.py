@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.tools.types import BaseTool
 from workflows import Context
 
@@ -41,6 +41,10 @@ _LLM_METHODS = (
     "achat_with_tools",
     "stream_chat_with_tools",
     "astream_chat_with_tools",
+    "complete",
+    "acomplete",
+    "stream_complete",
+    "astream_complete",
 )
 _TOOL_METHODS = ("call", "acall")
 _MARK = "__agentrewind_wrapped__"
@@ -80,23 +84,25 @@ def _usage(out: Any, writes: list[Patch] | None = None) -> dict[str, Any]:
     return meta
 
 
-def _stream_record(chunks: list[ChatResponse]) -> dict[str, Any]:
+def _stream_record(chunks: list[Any]) -> dict[str, Any]:
     return {"deltas": [c.delta or "" for c in chunks], "final": chunks[-1] if chunks else None}
 
 
-def _stream_replay(recorded: dict[str, Any]) -> list[ChatResponse]:
-    """Re-chunk a recorded stream so streaming consumers still see deltas."""
-    final: ChatResponse | None = recorded["final"]
+def _stream_replay(recorded: dict[str, Any]) -> list[Any]:
+    """Re-chunk a recorded stream (chat or completion) so streaming consumers see deltas."""
+    final: ChatResponse | CompletionResponse | None = recorded["final"]
     deltas: list[str] = recorded["deltas"]
     if final is None:
         return []
-    out: list[ChatResponse] = []
+    out: list[Any] = []
     text = ""
     for delta in deltas[:-1]:
         text += delta
-        out.append(
-            ChatResponse(message=ChatMessage(role=final.message.role, content=text), delta=delta)
-        )
+        if isinstance(final, CompletionResponse):
+            out.append(CompletionResponse(text=text, delta=delta))
+        else:
+            message = ChatMessage(role=final.message.role, content=text)
+            out.append(ChatResponse(message=message, delta=delta))
     out.append(final)
     return out
 
@@ -131,10 +137,20 @@ def _sync_wrapper(kind: str, method: str, orig: Callable[..., Any]) -> Callable[
     return wrapper
 
 
-def _record_sync_stream(call: Call, gen: Iterator[ChatResponse]) -> Iterator[ChatResponse]:
-    chunks: list[ChatResponse] = []
+def _record_sync_stream(call: Call, gen: Iterator[Any]) -> Iterator[Any]:
+    # The guard is up while the wrapped stream makes each chunk (a stream_complete that
+    # funnels into stream_chat lazily is one call), down while the consumer handles it.
+    chunks: list[Any] = []
+    it = iter(gen)
     try:
-        for chunk in gen:
+        while True:
+            token = _GUARDS["llm"].set(True)
+            try:
+                chunk = next(it)
+            except StopIteration:
+                break
+            finally:
+                _GUARDS["llm"].reset(token)
             chunks.append(chunk)
             yield chunk
     except BaseException as exc:
@@ -195,17 +211,23 @@ async def _replay_writes(call: Call, args: tuple[Any, ...], kwargs: dict[str, An
     await store.replay(writes)
 
 
-async def _aiter(items: list[ChatResponse]) -> AsyncIterator[ChatResponse]:
+async def _aiter(items: list[Any]) -> AsyncIterator[Any]:
     for item in items:
         yield item
 
 
-async def _record_async_stream(
-    call: Call, gen: AsyncIterator[ChatResponse]
-) -> AsyncIterator[ChatResponse]:
-    chunks: list[ChatResponse] = []
+async def _record_async_stream(call: Call, gen: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    chunks: list[Any] = []
+    it = aiter(gen)
     try:
-        async for chunk in gen:
+        while True:
+            token = _GUARDS["llm"].set(True)
+            try:
+                chunk = await anext(it)
+            except StopAsyncIteration:
+                break
+            finally:
+                _GUARDS["llm"].reset(token)
             chunks.append(chunk)
             yield chunk
     except BaseException as exc:
