@@ -174,6 +174,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/async_bench.py", "--quick")
     session.run("python", "benchmarks/postgres_bench.py", "--quick")
     session.run("python", "benchmarks/workflow_bench.py")
+    session.run("python", "benchmarks/queue_bench.py", "--quick")
     session.run("python", "benchmarks/pydantic_ai_bench.py")
 
 
