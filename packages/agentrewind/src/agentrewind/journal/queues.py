@@ -152,11 +152,11 @@ class Queue:
             WorkflowError: `run_id` is a run of another workflow.
         """
         wf = self._workflow(workflow)
-        run_id = run_id or new_id()
+        named, run_id = run_id is not None, run_id or new_id()
         entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
         payload = wf._payload(args, kwargs) | {"queue": self.name}
         mw = self.middleware
-        if mw.store.get_run(run_id) is not None:
+        if named and mw.store.get_run(run_id) is not None:  # a new id names no run
             self._known(recorded_call(mw.store, mw, run_id), run_id, wf)
             return QueueHandle(self, run_id)
         mw.store.queues.enqueue(_input_record(mw, run_id, wf.name, payload), entry)
@@ -175,11 +175,11 @@ class Queue:
     ) -> QueueHandle:
         """Async twin of `enqueue`."""
         wf = self._workflow(workflow)
-        run_id = run_id or new_id()
+        named, run_id = run_id is not None, run_id or new_id()
         entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
         payload = wf._payload(args, kwargs) | {"queue": self.name}
         mw = self.middleware
-        if await mw.store.aget_run(run_id) is not None:
+        if named and await mw.store.aget_run(run_id) is not None:
             self._known(await arecorded_call(mw.store, mw, run_id), run_id, wf)
             return QueueHandle(self, run_id)
         await mw.store.queues.aenqueue(_input_record(mw, run_id, wf.name, payload), entry)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError
+import psycopg
+
+from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError, StoreError
 from ...records import RunMetrics, StepRecord
 from .._once import Once
 from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats
-from ._flow import PgFlow, Txn
+from ._flow import PgFlow
 
 __all__ = ["PostgresQueues"]
 
@@ -51,6 +53,8 @@ Q_COLUMNS = ", ".join(f"q.{c.strip()}" for c in COLUMNS.split(","))
 PART = "CASE WHEN %(partitioned)s::boolean THEN part ELSE '' END"
 PUSH = f"""INSERT INTO {{s}}.ar_queue (ns, {COLUMNS})
     VALUES (%s, %s, %s, %s, %s, %s, %s, {NOW}, 0) ON CONFLICT DO NOTHING RETURNING seq"""
+PUSH_NEW = f"""INSERT INTO {{s}}.ar_queue (ns, {COLUMNS})
+    VALUES (%s, %s, %s, %s, %s, %s, %s, {NOW}, 0)"""
 HOLDERS = """SELECT run_id, dedup_id FROM {s}.ar_queue WHERE ns = %s AND queue = %s
     AND (run_id = %s OR dedup_id = %s)"""
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
@@ -97,6 +101,13 @@ ENTRY = f"SELECT {COLUMNS} FROM {{s}}.ar_queue WHERE ns = %s AND queue = %s AND 
 STATS = f"""SELECT queue, owner IS NOT NULL AND expires_at >= {NOW}, not_before > {NOW},
     count(*), min(enqueued_at) FROM {{s}}.ar_queue WHERE ns = %s AND (%s OR queue = %s)
     GROUP BY 1, 2, 3"""
+
+
+def _statements(flow: PgFlow[Any]) -> list[tuple[str, Any]]:
+    """The statements of a one-transaction flow (an unfenced write), without running them."""
+    txn = next(flow)
+    flow.close()
+    return list(txn.statements)
 
 
 def _entry(row: Any) -> QueueEntry:
@@ -151,23 +162,29 @@ class PostgresQueues(QueueBackend):
         raise QueueError(f"queue {e.queue!r}: run {e.run_id!r} could not be enqueued")
 
     def enqueue(self, record: StepRecord, entry: QueueEntry) -> None:
-        self._tables()
-        self.pg.drive_in_transaction(lambda: self._enqueue(record, entry))
+        """The run, its first record and its entry: one transaction in one round trip.
 
-    def _enqueue(self, record: StepRecord, entry: QueueEntry) -> PgFlow[None]:
-        """The run, its first record and its entry: one transaction (a refusal rolls back)."""
+        The statements are the store's own journal write (which creates the run row) and
+        end-of-run (status `queued`), both unfenced, then the push; a held deduplication id
+        (a unique violation) rolls all three back.
+        """
+        self._tables()
         e, pg = entry, self.pg
-        yield from pg._begin_run(record.run_id, None, None)
-        yield from pg._put_steps([record], None, None, None, True)
-        yield from pg._end_run(record.run_id, "queued", RunMetrics(), None)
-        row = (self.ns, e.queue, e.run_id, e.priority, e.partition, e.dedup_id, e.not_before)
-        if (yield Txn([(pg.render(PUSH), row)], fetch=0)):
-            return
-        holders = yield Txn([(pg.render(HOLDERS), (self.ns, e.queue, e.run_id, e.dedup_id))], 0)
-        for run_id, dedup_id in holders:
-            if e.dedup_id is not None and dedup_id == e.dedup_id:
-                raise QueueDeduplicatedError(e.queue, e.dedup_id, run_id)
-        raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}")
+        statements = [
+            *_statements(pg._put_steps([record], None, None, None, True)),
+            *_statements(pg._end_run(record.run_id, "queued", RunMetrics(), None)),
+            (pg.render(PUSH_NEW), (self.ns, e.queue, e.run_id, e.priority, e.partition,
+                                   e.dedup_id, e.not_before)),
+        ]  # fmt: skip
+        try:
+            pg.write(statements)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise
+            for run_id, dedup_id in self._read(HOLDERS, (self.ns, e.queue, e.run_id, e.dedup_id)):
+                if e.dedup_id is not None and dedup_id == e.dedup_id:
+                    raise QueueDeduplicatedError(e.queue, e.dedup_id, run_id) from None
+            raise QueueError(f"run {e.run_id!r} is already in queue {e.queue!r}") from None
 
     def take(
         self, queue: str, limits: QueueLimits, owner: str, n: int, ttl: float
