@@ -28,7 +28,7 @@ from ..stores.queue import QueueEntry
 from .call import log
 from .lifecycle import Claim, RecoveryOutcome, candidates, claim
 from .queues import Queue
-from .workflow import DurableHost, recorded_call
+from .workflow import DurableHost, decode_call, input_record
 
 __all__ = ["Worker"]
 
@@ -159,29 +159,32 @@ class Worker:
         return self._line(outcome, time.monotonic() - t0, verb)
 
     def _outcome(self, entry: QueueEntry) -> RecoveryOutcome:
-        run_id = entry.run_id
+        """Open the run (its lease, its journal), read its workflow from it, run it there."""
+        run_id, name = entry.run_id, None
         try:
-            call = recorded_call(self.mw.store, self.mw, run_id)
-        except Exception as exc:  # a corrupt record: the run cannot be started, say so
-            log.error("queue %r: run %r cannot be read: %s", entry.queue, run_id, exc)
-            return RecoveryOutcome(run_id, None, "failed", error=exc)
-        if call is None:
-            return RecoveryOutcome(run_id, None, "not_a_workflow")
-        wf = self.mw.workflows.get(call.workflow)
-        if wf is None:
-            log.warning("queue %r: workflow %r is not registered here", entry.queue, call.workflow)
-            return RecoveryOutcome(run_id, call.workflow, "unknown_workflow")
-        try:
-            result = wf._run_in(self.mw.run(run_id), call.payload())
+            with self.mw.run(run_id) as run:
+                record = input_record(run.records())
+                if record is None:
+                    run.status = "failed"  # nothing says what to run: it never can
+                    return RecoveryOutcome(run_id, None, "not_a_workflow")
+                call = decode_call(self.mw, record)
+                name = call.workflow
+                wf = self.mw.workflows.get(name)
+                if wf is None:
+                    log.warning("queue %r: workflow %r is not registered here", entry.queue, name)
+                    run.status = "queued"  # for a worker that knows it
+                    return RecoveryOutcome(run_id, name, "unknown_workflow")
+                # A second context on the same run joins this one (no second lease).
+                result = wf._run_in(self.mw.run(run_id), call.payload())
         except RunCancelledError as exc:
-            return RecoveryOutcome(run_id, wf.name, "cancelled", error=exc)
+            return RecoveryOutcome(run_id, name, "cancelled", error=exc)
         except RunInterruptedError as exc:
-            return RecoveryOutcome(run_id, wf.name, "interrupted", error=exc)
+            return RecoveryOutcome(run_id, name, "interrupted", error=exc)
         except RunLockedError as exc:
-            return RecoveryOutcome(run_id, wf.name, "claimed_elsewhere", error=exc)
+            return RecoveryOutcome(run_id, name, "claimed_elsewhere", error=exc)
         except Exception as exc:
-            return RecoveryOutcome(run_id, wf.name, "failed", error=exc)
-        return RecoveryOutcome(run_id, wf.name, "completed", result=result)
+            return RecoveryOutcome(run_id, name, "failed", error=exc)
+        return RecoveryOutcome(run_id, name, "completed", result=result)
 
     # -- the loop -------------------------------------------------------------------------
     def serve(self, *, once: bool = False, drain_timeout: float = 30.0) -> None:

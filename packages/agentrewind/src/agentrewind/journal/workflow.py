@@ -97,16 +97,17 @@ def input_record(records: Sequence[StepRecord]) -> StepRecord | None:
 def recorded_call(store: Store, middleware: Host, run_id: str) -> RecordedCall | None:
     """The workflow name and arguments recorded with `run_id` (None: not a workflow run)."""
     record = input_record(store.load_steps(run_id))
-    return None if record is None else _decode(middleware, record)
+    return None if record is None else decode_call(middleware, record)
 
 
 async def arecorded_call(store: Store, middleware: Host, run_id: str) -> RecordedCall | None:
     """Async twin of `recorded_call`."""
     record = input_record(await store.aload_steps(run_id))
-    return None if record is None else _decode(middleware, record)
+    return None if record is None else decode_call(middleware, record)
 
 
-def _decode(middleware: Host, record: StepRecord) -> RecordedCall:
+def decode_call(middleware: Host, record: StepRecord) -> RecordedCall:
+    """The workflow name and arguments a run's input record holds (`WorkflowError`: not)."""
     where = f"run {record.run_id!r} step {record.key!r} field output"
     payload = middleware.serializer.from_tree(record.output, where)
     if not (isinstance(payload, dict) and isinstance(payload.get("args"), list)):
