@@ -151,16 +151,35 @@ class Queue:
             SerializationError: The arguments cannot be stored: nothing is queued.
             WorkflowError: `run_id` is a run of another workflow.
         """
+        wf, record, entry = self._prepare(workflow, run_id, dedup_id, priority, partition_key,
+                                          delay, args, kwargs)  # fmt: skip
+        mw = self.middleware
+        if run_id is not None and mw.store.get_run(entry.run_id) is not None:
+            self._known(recorded_call(mw.store, mw, entry.run_id), entry.run_id, wf)
+            return QueueHandle(self, entry.run_id)
+        mw.store.queues.enqueue(record, entry)
+        return QueueHandle(self, entry.run_id)
+
+    def _prepare(
+        self,
+        workflow: Workflow[Any, Any] | str,
+        run_id: str | None,
+        dedup_id: str | None,
+        priority: int,
+        partition_key: str | None,
+        delay: float | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Workflow[Any, Any], StepRecord, QueueEntry]:
+        """Everything an enqueue writes, every argument checked: nothing is written yet.
+
+        A new run id (`run_id` None) names no run, so only a given one is looked up.
+        """
         wf = self._workflow(workflow)
-        named, run_id = run_id is not None, run_id or new_id()
+        run_id = run_id or new_id()
         entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
         payload = wf._payload(args, kwargs) | {"queue": self.name}
-        mw = self.middleware
-        if named and mw.store.get_run(run_id) is not None:  # a new id names no run
-            self._known(recorded_call(mw.store, mw, run_id), run_id, wf)
-            return QueueHandle(self, run_id)
-        mw.store.queues.enqueue(_input_record(mw, run_id, wf.name, payload), entry)
-        return QueueHandle(self, run_id)
+        return wf, _input_record(self.middleware, run_id, wf.name, payload), entry
 
     async def aenqueue(
         self,
@@ -174,16 +193,14 @@ class Queue:
         **kwargs: Any,
     ) -> QueueHandle:
         """Async twin of `enqueue`."""
-        wf = self._workflow(workflow)
-        named, run_id = run_id is not None, run_id or new_id()
-        entry = self._entry(run_id, dedup_id, priority, partition_key, delay)
-        payload = wf._payload(args, kwargs) | {"queue": self.name}
+        wf, record, entry = self._prepare(workflow, run_id, dedup_id, priority, partition_key,
+                                          delay, args, kwargs)  # fmt: skip
         mw = self.middleware
-        if named and await mw.store.aget_run(run_id) is not None:
-            self._known(await arecorded_call(mw.store, mw, run_id), run_id, wf)
-            return QueueHandle(self, run_id)
-        await mw.store.queues.aenqueue(_input_record(mw, run_id, wf.name, payload), entry)
-        return QueueHandle(self, run_id)
+        if run_id is not None and await mw.store.aget_run(entry.run_id) is not None:
+            self._known(await arecorded_call(mw.store, mw, entry.run_id), entry.run_id, wf)
+            return QueueHandle(self, entry.run_id)
+        await mw.store.queues.aenqueue(record, entry)
+        return QueueHandle(self, entry.run_id)
 
     def _known(self, call: Any, run_id: str, wf: Workflow[Any, Any]) -> None:
         """An enqueue of an existing run: the same workflow and queue, or a named error."""

@@ -33,6 +33,7 @@ __all__ = [
     "QueueStats",
     "check_queue_name",
     "pick",
+    "stats_of",
 ]
 
 T = TypeVar("T")
@@ -165,6 +166,25 @@ def pick(
         if len(taken) >= n:
             break
     return taken
+
+
+def stats_of(
+    rows: Iterable[tuple[str, Any, Any, int, float]], queue: str | None
+) -> list[QueueStats]:
+    """`QueueStats` from SQL rows `(queue, in flight, delayed, count, oldest enqueued_at)`."""
+    out: dict[str, QueueStats] = {} if queue is None else {queue: QueueStats(queue)}
+    for name, flying, delayed, count, oldest in rows:
+        if queue is not None and name != queue:
+            continue
+        s = out.setdefault(name, QueueStats(name))
+        if flying:
+            s.in_flight += count
+            continue
+        s.queued += count
+        s.delayed += count if delayed else 0
+        if s.oldest_enqueued_at is None or oldest < s.oldest_enqueued_at:
+            s.oldest_enqueued_at = float(oldest)
+    return [out[name] for name in sorted(out)]
 
 
 class QueueBackend(abc.ABC):

@@ -19,7 +19,7 @@ import psycopg
 from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError, StoreError
 from ...records import RunMetrics, StepRecord
 from .._once import Once
-from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats
+from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats, stats_of
 from ._flow import PgFlow
 
 __all__ = ["PostgresQueues"]
@@ -230,16 +230,4 @@ class PostgresQueues(QueueBackend):
         return _entry(rows[0]) if rows else None
 
     def stats(self, queue: str | None = None) -> list[QueueStats]:
-        out: dict[str, QueueStats] = {} if queue is None else {queue: QueueStats(queue)}
-        for name, flying, delayed, count, oldest in self._read(
-            STATS, (self.ns, queue is None, queue or "")
-        ):
-            s = out.setdefault(name, QueueStats(name))
-            if flying:
-                s.in_flight += count
-                continue
-            s.queued += count
-            s.delayed += count if delayed else 0
-            if s.oldest_enqueued_at is None or oldest < s.oldest_enqueued_at:
-                s.oldest_enqueued_at = float(oldest)
-        return [out[name] for name in sorted(out)]
+        return stats_of(self._read(STATS, (self.ns, queue is None, queue or "")), queue)

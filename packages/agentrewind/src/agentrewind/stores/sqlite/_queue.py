@@ -16,7 +16,7 @@ from typing import Any
 from ...errors import QueueDeduplicatedError, QueueError, SchemaVersionError
 from ...records import RunMetrics, StepRecord
 from .._once import Once
-from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats, pick
+from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats, pick, stats_of
 from .db import apply_migrations
 
 __all__ = ["SQLiteQueues"]
@@ -165,22 +165,10 @@ class SQLiteQueues(QueueBackend):
         return None if row is None else _entry(row)
 
     def stats(self, queue: str | None = None) -> list[QueueStats]:
-        out: dict[str, QueueStats] = {} if queue is None else {queue: QueueStats(queue)}
         with self.db.read() as conn:
             rows = (
                 []
                 if conn.execute(HAS_TABLES).fetchone() is None
                 else conn.execute(STATS, (self.ns, time.time())).fetchall()
             )
-        for name, flying, delayed, count, oldest in rows:
-            if queue is not None and name != queue:
-                continue
-            s = out.setdefault(name, QueueStats(name))
-            if flying:
-                s.in_flight += count
-                continue
-            s.queued += count
-            s.delayed += count if delayed else 0
-            if s.oldest_enqueued_at is None or oldest < s.oldest_enqueued_at:
-                s.oldest_enqueued_at = oldest
-        return [out[name] for name in sorted(out)]
+        return stats_of(rows, queue)
