@@ -183,9 +183,13 @@ class AsyncPostgres:
         """Forget every loop's pool (from the sync `close`): a running loop closes its own."""
         pools, self._pools = self._pools, {}
         for loop, pool in pools.items():
-            # Only a running loop can run the close: a coroutine handed to a stopped one is
-            # never awaited (a stopped loop's pool has no task left to run; its sockets go
-            # with it). A loop that stops between the check and the call drops it likewise.
-            if loop.is_running() and not loop.is_closed():
+            if loop.is_closed():
+                continue  # its tasks went with it
+            if loop.is_running():  # in its own thread: hand it the close
                 with contextlib.suppress(RuntimeError):
                     asyncio.run_coroutine_threadsafe(pool.close(timeout=1.0), loop)
+            elif asyncio._get_running_loop() is None:
+                # A stopped loop (an async test's, between its run and its close): run the
+                # close on it here, or its pool's pending tasks die with an error at exit.
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(pool.close(timeout=1.0))

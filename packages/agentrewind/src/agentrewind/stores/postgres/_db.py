@@ -31,7 +31,7 @@ from ._errors import GONE, dropped, translate
 from ._listen import listen
 from ._send import send  # (and registers the typed array parameters' dumpers)
 from ._starve import StarvedPools
-from ._url import quote_schema, redact, split_url
+from ._url import quote_schema, redact, split_url, tcp_settings
 
 try:
     import psycopg
@@ -49,21 +49,6 @@ Statement = tuple[str, Sequence[Any] | dict[str, Any] | None]
 """One SQL statement and its parameters."""
 
 _GUARDS = ("lock_timeout", "idle_in_transaction_session_timeout")
-
-
-TCP_DEFAULTS = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
-                "keepalives_count": 3}  # fmt: skip
-"""libpq keepalive settings of our connections (a dead peer seen within about a minute)."""
-
-
-def tcp_settings(conninfo: str, deadline: float) -> dict[str, Any]:
-    """Keepalives and `tcp_user_timeout` (ms) for connections, minus what `conninfo` sets."""
-    try:
-        given = psycopg.conninfo.conninfo_to_dict(conninfo) if conninfo else {}
-    except psycopg.Error:
-        given = {}
-    wanted: dict[str, Any] = TCP_DEFAULTS | {"tcp_user_timeout": round(deadline * 1000)}
-    return {k: v for k, v in wanted.items() if k not in given}
 
 
 class PostgresDatabase:

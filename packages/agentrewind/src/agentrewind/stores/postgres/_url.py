@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import psycopg
+
 from ...errors import StoreConfigError
 from ..urls import redact_url
 
-__all__ = ["quote_schema", "redact", "split_url"]
+__all__ = ["TCP_DEFAULTS", "quote_schema", "redact", "split_url", "tcp_settings"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
@@ -67,3 +69,18 @@ def quote_schema(schema: str) -> str:
             "reserved): name a schema of your own, e.g. schema=agents"
         )
     return f'"{schema}"'
+
+
+TCP_DEFAULTS = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                "keepalives_count": 3}  # fmt: skip
+"""libpq keepalive settings of our connections (a dead peer seen within about a minute)."""
+
+
+def tcp_settings(conninfo: str, deadline: float) -> dict[str, Any]:
+    """Keepalives and `tcp_user_timeout` (ms) for connections, minus what `conninfo` sets."""
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(conninfo) if conninfo else {}
+    except psycopg.Error:
+        given = {}
+    wanted: dict[str, Any] = TCP_DEFAULTS | {"tcp_user_timeout": round(deadline * 1000)}
+    return {k: v for k, v in wanted.items() if k not in given}
