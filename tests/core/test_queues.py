@@ -279,3 +279,24 @@ def test_a_worker_refuses_an_unknown_queue_in_one_line(
     assert main(["--store", f"sqlite:///{tmp_path / 'q.db'}", "queues", "known", "--app",
                  "qapp:mw"]) == 0  # fmt: skip
     assert "concurrency=1" in capsys.readouterr().out
+
+
+def test_worker_concurrency_caps_one_worker(mw: agentrewind.Middleware) -> None:
+    lock = threading.Lock()
+    running, peak = [0], [0]
+
+    @mw.workflow("slow")
+    def slow(i: int) -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        threading.Event().wait(0.02)
+        with lock:
+            running[0] -= 1
+        return i
+
+    q = mw.queue("wc", worker_concurrency=2)
+    handles = [q.enqueue(slow, i) for i in range(6)]
+    worker = _serve(mw, "wc", concurrency=6)
+    assert worker.done == 6 and peak[0] == 2
+    assert [h.result(timeout=1) for h in handles] == list(range(6))
