@@ -3,6 +3,7 @@ imports no framework unless a store holds LangGraph threads (issue 14, start-up)
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import subprocess
 import sys
@@ -36,6 +37,32 @@ def _graph(saver: RewindSaver) -> Any:
 
 def _cfg(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
+
+
+def test_a_thread_whose_node_raised_is_failed_with_its_error(saver_url: str) -> None:
+    def boom(state: State) -> dict[str, Any]:
+        if state["items"] == ["a"]:
+            raise TimeoutError("LLM timed out on A-17")
+        return {"items": ["b"]}
+
+    b = StateGraph(State)
+    b.add_node("a", lambda s: {"items": ["a"]})
+    b.add_node("boom", boom)
+    b.add_edge(START, "a")
+    b.add_edge("a", "boom")
+    b.add_edge("boom", END)
+    with RewindSaver(saver_url) as saver:
+        graph = b.compile(checkpointer=saver)
+        with contextlib.suppress(TimeoutError):
+            graph.invoke({"items": []}, _cfg("broken"))
+        graph.invoke({"items": ["x"]}, _cfg("fine"))
+    runs, failed = batch(
+        ["runs", "--json", "--store", saver_url],
+        ["runs", "--json", "--status", "failed", "--store", saver_url],
+    )
+    listed = {r["run_id"]: r for r in runs.ok().json()}  # type: ignore[union-attr]
+    assert listed["broken"]["status"] == "failed" and listed["fine"]["status"] == "completed"
+    assert [r["run_id"] for r in failed.ok().json()] == ["broken"]  # type: ignore[union-attr]
 
 
 def test_threads_in_every_command(saver_url: str, tmp_path: Path) -> None:

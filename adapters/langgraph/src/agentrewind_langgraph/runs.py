@@ -109,16 +109,20 @@ class LangGraphRuns:
         latest = saver.get_tuple(_conf(thread))
         writes = latest.pending_writes or [] if latest is not None else []
         paused = any(ch == "__interrupt__" for _, ch, _ in writes)
-        return RunInfo(
-            thread, "paused" if paused else "completed", created, updated, expires,
-            RunMetrics(steps=n), meta={"source": "langgraph"},
-        )  # fmt: skip
+        # A node that raised leaves its error as a pending write of the last checkpoint.
+        errors = [value for _, ch, value in writes if ch == "__error__"]
+        status = "paused" if paused else "failed" if errors else "completed"
+        meta: dict[str, Any] = {"source": "langgraph"}
+        if errors:
+            meta["error"] = {"type": type(errors[0]).__name__, "message": str(errors[0])[:2000]}
+        return RunInfo(thread, status, created, updated, expires, RunMetrics(steps=n), meta)
 
     def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
         """Threads of the store's namespace, most recently updated first.
 
         Each carries its checkpoint count (`metrics.steps`) and status (`paused` at an
-        interrupt, else `completed`).
+        interrupt, `failed` when a node raised (its error in `meta["error"]`), else
+        `completed`).
         """
         if not self.present(store):
             return []
