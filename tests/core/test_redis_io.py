@@ -214,3 +214,23 @@ def test_sync_pipelines_of_scripts_share_the_idle_connection_and_read_every_repl
     admin.script_flush()
     assert s.drive(scripts(incr, incr)) == [8, 9]  # NOSCRIPT: each run again, in order
     assert scripting(admin) == mine
+
+
+def test_a_connection_that_cannot_be_made_is_not_chained_to_an_empty_stack() -> None:
+    # Issue 25: a Redis failure read "during handling of IndexError" (the idle stack).
+    from types import SimpleNamespace
+
+    from agentrewind.stores.redis._pin import Pins
+
+    def refuse(**_: object) -> None:
+        raise ConnectionRefusedError("no server")
+
+    client = SimpleNamespace(
+        connection_pool=SimpleNamespace(connection_class=refuse, connection_kwargs={})
+    )
+    try:
+        Pins()._take(client)
+    except ConnectionRefusedError as exc:
+        assert exc.__context__ is None
+    else:
+        raise AssertionError("no error")

@@ -73,8 +73,10 @@ class Pins:
         try:
             return self._idle.pop()
         except IndexError:
-            pool = client.connection_pool
-            return pool.connection_class(**pool.connection_kwargs)
+            pass  # none idle: make one below, outside the handler, so that an error making
+            # it is not reported "during handling of IndexError" (a defect it is not)
+        pool = client.connection_pool
+        return pool.connection_class(**pool.connection_kwargs)
 
     def close(self) -> None:
         """Close the idle connections (a later call connects again, as redis-py does)."""
