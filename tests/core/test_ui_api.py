@@ -135,6 +135,13 @@ def test_waterfall_counts_replayed_and_executed_calls(viewer: ViewerServer) -> N
     assert starts == sorted(starts)
     step = get(viewer, f"/api/runs/order-1/steps/{wf['rows'][1]['step_id']}")
     assert step["name"] == "charge" and step["output"] == "ch_A-17"
+    # What `agentrewind log` prints names the same step: its sequence number, a short id.
+    assert get(viewer, f"/api/runs/order-1/steps/{step['seq']}")["step_id"] == step["step_id"]
+    from agentrewind.documents.locating import labels
+
+    short = labels(viewer.store.load_steps("order-1"))[step["step_id"]]
+    assert len(short) < len(step["step_id"])
+    assert get(viewer, f"/api/runs/order-1/steps/{short}")["step_id"] == step["step_id"]
 
 
 def test_errors_and_divergence_are_marked(viewer: ViewerServer) -> None:

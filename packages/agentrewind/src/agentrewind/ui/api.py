@@ -15,6 +15,7 @@ from ..cli import views as _views
 from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
+from ..documents.locating import find_step
 from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores import Store
 from ..stores.urls import redact_url
@@ -207,16 +208,15 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
 def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
     """One step with its output; a run source may add more (LangGraph: channel values).
 
+    The step is named by id, or as the CLI prints it (a sequence number, an id prefix).
+
     Raises:
         RunNotFoundError: The run or the step does not exist.
     """
     source, _, steps = _find(store, run_id)
-    for s in steps:
-        if s.step_id == step_id:
-            data = step_json(s, output=True)
-            break
-    else:
-        raise RunNotFoundError(f"run {run_id!r} has no step {step_id!r}")
+    # What the CLI prints names a step here too: a sequence number or a short id.
+    step = find_step(steps, step_id)
+    data, step_id = step_json(step, output=True), step.step_id
     for plugin in run_sources():
         detail = getattr(plugin, "step_detail", None)
         if getattr(plugin, "name", None) == source and callable(detail):
