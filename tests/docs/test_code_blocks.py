@@ -4,7 +4,8 @@ Each block runs on its own, as a user would paste it, in a fresh directory and p
 that import a framework carry its name in the test id (`langchain-...`, `langgraph-...`,
 `llamaindex-...`); each nox session runs its own (`-k core`, `-k langchain`...). The Redis URL
 `redis://127.0.0.1:6379/0` in a block is replaced by the test session's own server and
-`redis://127.0.0.1:7000/0` by its own cluster, so a block never touches a user's Redis.
+`redis://127.0.0.1:7000/0` by its own cluster, so a block never touches a user's Redis; the
+database `postgresql://postgres@127.0.0.1:5432/app` is replaced by the session's scratch one.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ FRAMEWORKS = {  # first import that marks a block as needing an adapter's sessio
 SKETCHES = {"docs/writing-an-adapter.md"}
 USER_REDIS = "redis://127.0.0.1:6379/0"
 USER_CLUSTER = "redis://127.0.0.1:7000/0"  # the docs' example cluster node
+USER_POSTGRES = "postgresql://postgres@127.0.0.1:5432/app"  # the docs' example database
 
 
 def _framework(code: str) -> str:
@@ -82,6 +84,13 @@ def test_block_runs(code: str, tmp_path: Path, request: pytest.FixtureRequest) -
         if USER_CLUSTER in code:
             code = code.replace(USER_CLUSTER, request.getfixturevalue("redis_cluster"))
     assert "127.0.0.1:6379" not in code, "a block would touch the user's Redis"
+    scratch = ""
+    if USER_POSTGRES in code:  # the session's scratch database, created and dropped by it
+        pytest.importorskip("psycopg")
+        scratch = request.getfixturevalue("postgres_url")
+        code = code.replace(USER_POSTGRES, scratch)
+    rest = code.replace(scratch, "") if scratch else code
+    assert "127.0.0.1:5432" not in rest, "a block would touch a database of the user's"
     script = tmp_path / "block.py"
     script.write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "AGENTREWIND_STORE"}
