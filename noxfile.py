@@ -18,6 +18,11 @@ nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
 # Each adapter session also proves that adapter's public names of 0.1 still import.
 NAMES_TEST = "tests/core/test_house.py::test_adapter_public_names_are_still_importable"
+# pytest-xdist workers for the adapter sessions and every session's docs blocks, whose tests
+# are isolated from each other (own tmp dirs, namespaces, free ports; each worker starts its own
+# Redis servers and scratch database). Work stealing keeps both workers busy to the end.
+# AGENTREWIND_TEST_WORKERS=0: one process.
+WORKERS = ("-n", os.environ.get("AGENTREWIND_TEST_WORKERS", "2"), "--dist=worksteal")
 nox.options.sessions = [
     "lint",
     "core",
@@ -32,9 +37,23 @@ nox.options.sessions = [
 ]
 
 
-def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)) -> None:
-    """Install the locked workspace into the session's virtualenv."""
+def sync(
+    session: nox.Session,
+    *extras: str,
+    groups: tuple[str, ...] = ("test",),
+    compile_bytecode: bool = True,
+) -> None:
+    """Install the locked workspace into the session's virtualenv.
+
+    Bytecode is compiled at install (once per new virtualenv, then only what changed): the
+    tests start hundreds of Python processes, and with PYTHONDONTWRITEBYTECODE set (as in this
+    machine's environment) each would compile every framework module it imports again
+    (importing llama-index: 5.6 s of CPU uncompiled, 2.3 s compiled). Off for the sessions
+    that start few processes (lint, package, docs), where compiling costs more than it saves.
+    """
     args = ["uv", "sync", "--frozen", "--no-default-groups", "--inexact"]
+    if compile_bytecode:
+        args.append("--compile-bytecode")
     args += [f"--extra={e}" for e in extras]
     args += [f"--group={g}" for g in groups]
     session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
@@ -43,7 +62,7 @@ def sync(session: nox.Session, *extras: str, groups: tuple[str, ...] = ("test",)
 def docs_blocks(session: nox.Session, framework: str) -> None:
     """Run the docs' code blocks that need exactly what this session installed."""
     if not session.posargs:
-        session.run("pytest", "tests/docs", "-q", "-k", framework)
+        session.run("pytest", "tests/docs", "-q", "-k", framework, *WORKERS)
 
 
 def apt_install(session: nox.Session, binary: str, *packages: str) -> None:
@@ -63,7 +82,9 @@ def apt_install(session: nox.Session, binary: str, *packages: str) -> None:
 def lint(session: nox.Session) -> None:
     """Ruff (lint + format check) everywhere, mypy strict on the core."""
     # test: agentrewind.testing uses pytest
-    sync(session, "redis", "postgres", "encryption", groups=("lint", "test"))
+    sync(
+        session, "redis", "postgres", "encryption", groups=("lint", "test"), compile_bytecode=False
+    )
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -75,6 +96,9 @@ def lint(session: nox.Session) -> None:
 def core(session: nox.Session) -> None:
     """The core's tests with no LLM framework installed (stores: SQLite, Redis, PostgreSQL)."""
     sync(session, "redis", "postgres", "encryption")
+    # One process: tests/core measures its own process (tracemalloc in test_open_index, the
+    # server's clients in test_redis_io), and an xdist worker's channel thread allocates and
+    # connects meanwhile (with -n 2: 300 bytes a step held against a bound of 256).
     session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
     docs_blocks(session, "core")
 
@@ -84,7 +108,7 @@ def langchain(session: nox.Session) -> None:
     """LangChain adapter tests (langchain-core, langchain, langgraph)."""
     sync(session, "redis", "langchain", "langgraph", groups=("test", "lint", "test-langchain"))
     session.run("mypy", "--strict", "adapters/langchain/src", "tests/typing/langchain_script.py")
-    session.run("pytest", "tests/langchain", NAMES_TEST, *session.posargs)
+    session.run("pytest", "tests/langchain", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "langchain")
 
 
@@ -100,7 +124,7 @@ def langgraph(session: nox.Session) -> None:
         groups=("lint", "test", "test-langgraph"),
     )
     session.run("mypy", "--strict", "adapters/langgraph/src")
-    session.run("pytest", "tests/langgraph", NAMES_TEST, *session.posargs)
+    session.run("pytest", "tests/langgraph", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "langgraph")
 
 
@@ -109,7 +133,7 @@ def llamaindex(session: nox.Session) -> None:
     """LlamaIndex adapter tests."""
     sync(session, "redis", "llamaindex", groups=("test", "lint", "test-llamaindex"))
     session.run("mypy", "--strict", "adapters/llamaindex/src")
-    session.run("pytest", "tests/llamaindex", NAMES_TEST, *session.posargs)
+    session.run("pytest", "tests/llamaindex", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "llamaindex")
 
 
@@ -118,7 +142,7 @@ def pydantic_ai(session: nox.Session) -> None:
     """Pydantic AI adapter tests (pydantic-ai-slim only; SQLite, Redis, PostgreSQL)."""
     sync(session, "redis", "postgres", "pydantic-ai", groups=("test", "lint", "test-pydantic-ai"))
     session.run("mypy", "--strict", "adapters/pydantic-ai/src")
-    session.run("pytest", "tests/pydanticai", NAMES_TEST, *session.posargs)
+    session.run("pytest", "tests/pydanticai", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "pydantic_ai")
 
 
@@ -151,14 +175,14 @@ def ui(session: nox.Session) -> None:
 @nox.session
 def package(session: nox.Session) -> None:
     """Build every wheel and sdist; check LICENSE, README, metadata, pins; run the core wheel."""
-    sync(session)
+    sync(session, compile_bytecode=False)
     session.run("pytest", "tests/packaging", *session.posargs)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the docs site with `mkdocs build --strict` (the CLI page needs every adapter)."""
-    sync(session, "all", groups=("docs",))
+    sync(session, "all", groups=("docs",), compile_bytecode=False)
     session.run("mkdocs", "build", "--strict", "--site-dir", f"{session.create_tmp()}/site")
 
 

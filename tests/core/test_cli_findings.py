@@ -260,9 +260,12 @@ def test_exit_codes_ctrl_c_and_ascii_fallback(url: str) -> None:
     assert "@" in tree.ok().out  # no encoding on a StringIO: ASCII glyphs
     cp1252 = run_cli("--store", url, "tree", "research", PYTHONIOENCODING="cp1252")
     assert "|- " in cp1252.ok().out or "`- " in cp1252.out
+    # Ctrl-C as at a terminal: a runner started in the background (`cmd &` in a script)
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentrewind", "--store", url, "import", "-"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     time.sleep(2.5)  # imported and blocked reading stdin
     proc.send_signal(signal.SIGINT)

@@ -15,7 +15,7 @@ import agentrewind
 from agentrewind.adapters import RedisCommand, RedisFlow, RedisPipeline, RedisScript
 from agentrewind.errors import StoreError, StoreUnavailableError
 from agentrewind.stores.redis import RedisStore
-from redis_support import free_port
+from redis_support import RedisServer, free_port
 
 pytest.importorskip("redis")
 
@@ -36,10 +36,25 @@ def store(request: pytest.FixtureRequest, namespace: str) -> Iterator[RedisStore
     s.close()
 
 
+@pytest.fixture(scope="module")
+def private_redis_url(
+    redis_server_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A server of this module's own: `scripting` counts every client of the server, so no
+    other test's connection may be there (in a shared server, whatever tests ran before on
+    the same worker leave theirs)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis-io"))
+    try:
+        yield server.url
+    finally:
+        server.kill()
+
+
 @pytest.fixture
-def single(redis_url: str, namespace: str) -> Iterator[tuple[RedisStore, redis.Redis]]:
+def single(private_redis_url: str, namespace: str) -> Iterator[tuple[RedisStore, redis.Redis]]:
     """A store on one server (the sync idle-connection path) with the test scripts, and an
     admin client of that server."""
+    redis_url = private_redis_url
     s = agentrewind.connect(f"{redis_url}?namespace={namespace}")
     assert isinstance(s, RedisStore)
     s.register_scripts(SCRIPTS)
