@@ -218,12 +218,15 @@ class _Sink:
         await s.settings.store.cache.aput(s.site, s.key, self._entry(record), **s.put_args())
 
 
-def begin_cached(run: Run, call: Call, key_input: Any, options: CacheOptions) -> None:
-    """Serve a call of a `wrap(cache=...)` site that the journal does not replay.
+def begin_cached(run: Run, call: Call, key_input: Any) -> None:
+    """Serve a call of a `wrap(cache=...)` site that the journal does not replay (else no-op).
 
     From the cross-run cache when it holds the call (`call.hit`, recorded in the run, marked
     `cached`); else its completion is stored there (`call.cache`). Exceptions are never stored.
     """
+    options = site_options(run.middleware, call.kind, call.name)
+    if options is None:
+        return
     name = cache_name(call.name)
     site = _Site.of(run.middleware, call.kind, name, key_input, options, (), {})
     found = run.middleware.store.cache.get(site.site, site.key)
