@@ -25,6 +25,7 @@ from .documents import (
 from .errors import (
     AdapterNotFoundError,
     AgentRewindError,
+    CacheConfigError,
     CheckpointCycleError,
     CorruptRecordError,
     DataLostError,
@@ -96,6 +97,7 @@ __all__ = [
     "AgentRewindError",
     "AlternativePathStrategy",
     "Branch",
+    "CacheConfigError",
     "Call",
     "CallEvent",
     "Checkpoint",

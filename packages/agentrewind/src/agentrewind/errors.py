@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AdapterNotFoundError",
     "AgentRewindError",
+    "CacheConfigError",
     "CheckpointCycleError",
     "CorruptRecordError",
     "DataLostError",
@@ -277,3 +278,11 @@ class RecordedStepError(AgentRewindError):
 
 class AdapterNotFoundError(AgentRewindError, TypeError):
     """No installed adapter claims the object passed to `Middleware.wrap`."""
+
+
+class CacheConfigError(AgentRewindError, ValueError, TypeError):
+    """Bad cache arguments to `Middleware.wrap` (`cache_ttl=`, `cache=[...]`).
+
+    A TTL that is not a positive number, a `cache=` pattern that is not a `kind:name` string,
+    or one of the two without the other.
+    """

@@ -13,6 +13,7 @@ as journal outputs are) and load as data only.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import inspect
 import json
@@ -21,8 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..errors import SerializationError
-from ..records import RunMetrics
+from ..errors import CacheConfigError, SerializationError
+from ..records import RunMetrics, StepRecord
 from ..serde import Serializer
 from ..stores import Store
 from ..stores.cache import CacheEntry, CacheStats
@@ -31,7 +32,9 @@ from .call import Call, JournalSettings, Outcome
 __all__ = [
     "CacheControl",
     "CacheOptions",
+    "CacheSites",
     "acached_call",
+    "begin_cached",
     "cache_options",
     "cached_call",
     "content_key",
@@ -98,6 +101,144 @@ def cache_options(
     if max_entries is not None and max_entries < 1:
         raise ValueError(f"max_entries must be at least 1, not {max_entries!r}")
     return CacheOptions(cache_ttl, max_entries, cache_key)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CacheSites:
+    """The call sites of adapters that `middleware.wrap(obj, cache_ttl=, cache=[...])` caches.
+
+    `patterns` are fnmatch patterns over the journal's `kind:name` of a call (`tool:search`,
+    `llm:*`; `chat:` is accepted for `llm:`, the kind the journal gives chat models). A name
+    qualified by where the call ran (`fetch@research:1` in a LangGraph node) is matched and
+    cached by its plain name (`tool:fetch`).
+    """
+
+    patterns: tuple[str, ...]
+    options: CacheOptions
+
+    @classmethod
+    def of(cls, cache_ttl: Any, cache: Any, max_entries: Any = None) -> CacheSites | None:
+        """The sites `wrap` was asked to cache, or None when it was not asked.
+
+        Raises:
+            CacheConfigError: `cache_ttl` is not a positive number, `cache` is not a list of
+                strings, or one is given without the other (nothing is cached by surprise).
+        """
+        if cache_ttl is None and cache is None and max_entries is None:
+            return None
+        if cache is None:
+            raise CacheConfigError(
+                "cache_ttl= needs cache=[...]: the call sites to cache, as kind:name patterns "
+                "(for example cache=['tool:search', 'chat:*'])"
+            )
+        if cache_ttl is None:
+            raise CacheConfigError(
+                "cache=[...] needs cache_ttl=: the seconds an entry is served (opt-in only)"
+            )
+        if isinstance(cache_ttl, bool) or not isinstance(cache_ttl, (int, float)):
+            raise CacheConfigError(f"cache_ttl must be a number of seconds, not {cache_ttl!r}")
+        if not cache_ttl > 0:
+            raise CacheConfigError(f"cache_ttl must be positive, not {cache_ttl!r}")
+        if max_entries is not None and (
+            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
+        ):
+            raise CacheConfigError(f"max_entries must be an int of at least 1, not {max_entries!r}")
+        if isinstance(cache, str):
+            cache = [cache]
+        try:
+            given = list(cache)
+        except TypeError:
+            raise CacheConfigError(
+                f"cache must be a list of kind:name patterns, not {cache!r}"
+            ) from None
+        if not given:
+            raise CacheConfigError("cache=[] names no call site; leave out cache= and cache_ttl=")
+        patterns = []
+        for pattern in given:
+            if not isinstance(pattern, str):
+                raise CacheConfigError(
+                    f"cache patterns must be strings such as 'tool:search', not {pattern!r}"
+                )
+            if ":" not in pattern:
+                raise CacheConfigError(
+                    f"cache pattern {pattern!r} has no kind: write kind:name, as 'tool:{pattern}'"
+                )
+            if pattern.startswith("chat:"):
+                pattern = "llm:" + pattern[len("chat:") :]
+            patterns.append(pattern)
+        return cls(tuple(patterns), CacheOptions(float(cache_ttl), max_entries))
+
+    def matches(self, site: str) -> bool:
+        """Whether the call site `kind:name` is cached."""
+        return any(fnmatch.fnmatchcase(site, p) for p in self.patterns)
+
+
+def cache_name(name: str) -> str:
+    """The site name a call is cached under: without the qualifier of where it ran.
+
+    The LangChain adapter names a call inside a LangGraph node `fetch@research:1` (node and
+    step) so that a resumed graph's journal stays aligned; across runs it is `fetch` wherever
+    it runs, so patterns match, and entries are shared, by the plain name.
+    """
+    return name.partition("@")[0]
+
+
+def site_options(settings: Any, kind: str, name: str) -> CacheOptions | None:
+    """The options `wrap(cache=...)` gave the site `kind:name` of `settings`, or None."""
+    sites: list[CacheSites] | None = getattr(settings, "cache_sites", None)
+    if not sites:
+        return None
+    site = f"{kind}:{cache_name(name)}"
+    for rule in reversed(sites):  # the latest wrap wins
+        if rule.matches(site):
+            return rule.options
+    return None
+
+
+class _Sink:
+    """Stores a completed call of a cached site (`Call.cache`)."""
+
+    __slots__ = ("site",)
+
+    def __init__(self, site: _Site) -> None:
+        self.site = site
+
+    def _entry(self, record: StepRecord) -> CacheEntry:
+        meta = record.meta
+        text = json.dumps(record.output, separators=(",", ":"))
+        duration, tokens = float(meta.get("duration", 0.0)), int(meta.get("tokens", 0) or 0)
+        return CacheEntry(text.encode(), duration, tokens)
+
+    def put(self, record: StepRecord) -> None:
+        s = self.site
+        s.settings.store.cache.put(s.site, s.key, self._entry(record), **s.put_args())
+
+    async def aput(self, record: StepRecord) -> None:
+        s = self.site
+        await s.settings.store.cache.aput(s.site, s.key, self._entry(record), **s.put_args())
+
+
+def begin_cached(run: Run, call: Call, key_input: Any) -> None:
+    """Serve a call of a `wrap(cache=...)` site that the journal does not replay (else no-op).
+
+    From the cross-run cache when it holds the call (`call.hit`, recorded in the run, marked
+    `cached`); else its completion is stored there (`call.cache`). Exceptions are never stored.
+    """
+    options = site_options(run.middleware, call.kind, call.name)
+    if options is None:
+        return
+    name = cache_name(call.name)
+    site = _Site.of(run.middleware, call.kind, name, key_input, options, (), {})
+    found = run.middleware.store.cache.get(site.site, site.key)
+    if found is None:
+        call.cache = _Sink(site)
+        return
+    try:
+        tree = json.loads(found.value)
+    except ValueError as exc:
+        raise SerializationError(f"cache site {site.site!r} entry {site.key!r}: {exc}") from exc
+    call.serve(tree, {**_hit_meta(found), "duration": 0.0})
+    _noted_hit(run, call, found)
 
 
 def content_key(serializer: Serializer, kind: str, name: str, key_input: Any) -> str:

@@ -23,7 +23,15 @@ from .attempts import replaced, replacing
 log = logging.getLogger("agentrewind.journal")
 P = ParamSpec("P")  # the parameters of a step function (Run.step)
 
-__all__ = ["CURRENT_CALL", "EVENTS_KEPT", "Call", "CallEvent", "CallJournal", "JournalSettings"]
+__all__ = [
+    "CURRENT_CALL",
+    "EVENTS_KEPT",
+    "CacheSink",
+    "Call",
+    "CallEvent",
+    "CallJournal",
+    "JournalSettings",
+]
 
 Outcome = Literal["replayed", "executed", "cached", "failed", "skipped"]
 IncompletePolicy = Literal["rerun", "skip", "raise"]
@@ -40,6 +48,14 @@ class JournalSettings(Protocol):
 
     @property
     def record_failures(self) -> bool: ...
+
+
+class CacheSink(Protocol):
+    """Stores a completed call's record in the cross-run cache (`journal.cache`)."""
+
+    def put(self, record: StepRecord) -> None: ...
+
+    async def aput(self, record: StepRecord) -> None: ...
 
 
 class CallJournal(Protocol):
@@ -99,6 +115,7 @@ class Call:
     __slots__ = (
         "_t0",
         "base",
+        "cache",
         "hit",
         "key",
         "kind",
@@ -145,6 +162,8 @@ class Call:
         )
         self.step_id = record.step_id if record is not None and self.prior is None else new_id()
         self._t0 = 0.0
+        self.cache: CacheSink | None = None
+        """Where a completed output is also stored across runs (a `wrap(cache=...)` site)."""
         if hit:
             log.debug("run %r: %s replayed from the journal", run.run_id, self.key)
         elif record is not None and record.status == "started":
@@ -162,6 +181,19 @@ class Call:
         r = self.record
         where = f"run {r.run_id!r} step {r.key!r} field output"
         return self.run.middleware.serializer.from_tree(r.output, where)
+
+    def serve(self, tree: Any, meta: dict[str, Any]) -> None:
+        """Make this call a hit on `tree`, an output as the journal stores it (a cache entry).
+
+        It is recorded in the run first, so a crash after it replays the same value.
+        """
+        record = self.run._record(self, "completed", tree, self._attempt(dict(meta)))
+        try:
+            self._put(record)
+        except BaseException:
+            self.run._release(self)
+            raise
+        self.record, self.hit = record, True
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -262,6 +294,8 @@ class Call:
         except BaseException:
             self.run._release(self)
             raise
+        if self.cache is not None:
+            self.cache.put(record)
         if note:
             self.run._after_complete(self, record)
 
@@ -275,6 +309,8 @@ class Call:
         except BaseException:
             self.run._release(self)
             raise
+        if self.cache is not None:
+            await self.cache.aput(record)
         if note:
             self.run._after_complete(self, record)
 

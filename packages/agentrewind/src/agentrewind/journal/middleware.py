@@ -13,7 +13,7 @@ from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
 from ..stores import Store, connect
-from .cache import CacheControl, cache_options
+from .cache import CacheControl, CacheSites, cache_options
 from .context import CURRENT_RUN
 from .durable import Durable
 from .lifecycle import RecoveryReport
@@ -121,6 +121,8 @@ class Middleware(Durable):
         """What the last `recover()` of this middleware did."""
         self.queues: dict[str, Queue] = {}
         """The queues declared in this process (`queue`), by name."""
+        self.cache_sites: list[CacheSites] = []
+        """The adapters' call sites `wrap(obj, cache_ttl=, cache=[...])` caches across runs."""
         self.draining = threading.Event()
         """Set, the runs of this middleware stop at their next step (`RunInterruptedError`),
         leaving their status as it is for another worker: how `agentrewind worker` drains."""
@@ -233,13 +235,29 @@ class Middleware(Durable):
         `agentrewind.adapters`). The wrapper behaves as `obj` (every other attribute is the
         wrapped object's), so it is typed as `obj`'s type.
 
+        Cross-run cache (opt-in): `cache_ttl=` seconds and `cache=["tool:search", "chat:*"]`,
+        fnmatch patterns over the journal's `kind:name` of the calls the adapter journals
+        (`chat:` stands for `llm:`, the kind of chat models), plus `max_entries=` per site.
+        A matching call that its run does not replay is served from the store's cache (and
+        recorded in the run, marked `cached`), or runs and is stored there. The sites are this
+        middleware's: they apply to the adapter calls of every run it journals.
+
         Raises:
             AdapterNotFoundError: No installed adapter claims `obj`; the message names the
                 extra to install.
+            CacheConfigError: `cache_ttl` not a positive number, a `cache` pattern that is not
+                a `kind:name` string, or one of the two without the other.
         """
+        sites = CacheSites.of(
+            kwargs.pop("cache_ttl", None),
+            kwargs.pop("cache", None),
+            kwargs.pop("max_entries", None),
+        )
         for adapter in _adapters():
             if adapter.claims(obj):
                 wrapped: W = adapter.wrap(self, obj, **kwargs)
+                if sites is not None and sites not in self.cache_sites:
+                    self.cache_sites.append(sites)
                 return wrapped
         module = type(obj).__module__.split(".", 1)[0]
         extra = _EXTRAS.get(module)

@@ -25,7 +25,7 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .cache import run_step
+from .cache import begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
@@ -316,6 +316,7 @@ class Run:
                 return call
             with self._lock:
                 self.metrics.reruns += 1
+        begin_cached(self, call, key_input)  # a `wrap(cache=[...])` site: the cross-run cache
         return call
 
     def _check_divergence(self, kind: str, name: str, key: str) -> None:

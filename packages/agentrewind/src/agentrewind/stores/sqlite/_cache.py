@@ -16,7 +16,7 @@ from .db import apply_migrations
 
 __all__ = ["SQLiteCache"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 MIGRATIONS = [
     [
         """CREATE TABLE IF NOT EXISTS ar_cache (
@@ -32,10 +32,18 @@ MIGRATIONS = [
             misses INTEGER NOT NULL DEFAULT 0, seconds_saved REAL NOT NULL DEFAULT 0,
             tokens_saved INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (ns, site)) WITHOUT ROWID""",
-    ]
+    ],
+    # 2: `capped` marks a site stored with `max_entries`: only its hits refresh `used_at`.
+    ["ALTER TABLE ar_cache_stats ADD COLUMN capped INTEGER NOT NULL DEFAULT 0"],
 ]
-GET = """SELECT value, duration, tokens FROM ar_cache
-    WHERE ns = ?1 AND site = ?2 AND key = ?3 AND (expires_at IS NULL OR expires_at >= ?4)"""
+# A hit refreshes the entry's LRU time only where LRU is used: at a site stored with
+# `max_entries` (`capped`). Elsewhere the UPDATE would rewrite the entry's row (value and all)
+# and move its `ar_cache_used` index entry on every hit, random pages a large site does not
+# keep in the page cache: what made a hit at 100,000 entries cost 1.5x one at 1,000.
+GET = """SELECT c.value, c.duration, c.tokens, s.capped FROM ar_cache AS c
+    LEFT JOIN ar_cache_stats AS s ON s.ns = c.ns AND s.site = c.site
+    WHERE c.ns = ?1 AND c.site = ?2 AND c.key = ?3
+    AND (c.expires_at IS NULL OR c.expires_at >= ?4)"""
 TOUCH = "UPDATE ar_cache SET used_at = ?4 WHERE ns = ?1 AND site = ?2 AND key = ?3"
 COUNT = """INSERT INTO ar_cache_stats (ns, site, hits, misses, seconds_saved, tokens_saved)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (ns, site) DO UPDATE SET
@@ -45,6 +53,8 @@ PUT = """INSERT INTO ar_cache (ns, site, key, value, expires_at, used_at, durati
     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ns, site, key) DO UPDATE SET
     value = excluded.value, expires_at = excluded.expires_at, used_at = excluded.used_at,
     duration = excluded.duration, tokens = excluded.tokens"""
+CAP = """INSERT INTO ar_cache_stats (ns, site, capped) VALUES (?, ?, 1)
+    ON CONFLICT (ns, site) DO UPDATE SET capped = 1 WHERE capped = 0"""
 SWEEP = "DELETE FROM ar_cache WHERE ns = ? AND expires_at < ?"
 EVICT = """DELETE FROM ar_cache WHERE ns = ?1 AND site = ?2 AND key IN (
     SELECT key FROM ar_cache WHERE ns = ?1 AND site = ?2
@@ -81,7 +91,8 @@ class SQLiteCache(TableCache):
             if row is None:
                 conn.execute(COUNT, (self.ns, site, 0, 1, 0.0, 0))
                 return None
-            conn.execute(TOUCH, (self.ns, site, key, now))
+            if row[3]:
+                conn.execute(TOUCH, (self.ns, site, key, now))
             conn.execute(COUNT, (self.ns, site, 1, 0, row[1], row[2]))
         return CacheEntry(bytes(row[0]), float(row[1]), int(row[2]))
 
@@ -102,6 +113,7 @@ class SQLiteCache(TableCache):
             conn.execute(PUT, row)
             conn.execute(SWEEP, (self.ns, now))
             if max_entries is not None:
+                conn.execute(CAP, (self.ns, site))
                 conn.execute(EVICT, (self.ns, site, max_entries))
 
     def clear(self, site: str | None = None) -> int:
