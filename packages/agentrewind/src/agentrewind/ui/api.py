@@ -8,7 +8,6 @@ plugins, so the core never imports a framework.
 from __future__ import annotations
 
 import time
-
 from typing import Any
 
 from ..cli import sources as _sources
