@@ -18,9 +18,10 @@ the script looks in the sdists of the installed `pydantic-ai-slim` and of `pydan
 the same version (fetched with `pip download`); neither ships tests as of 2.68, so it says so
 and exits 1 (the suite cannot be had from the package index alone).
 
-Tests that need a server (Temporal, Prefect), the network or API keys are deselected by file
-(`--files` picks the others); the suite's own skips (missing optional SDKs, cassettes) count
-as skipped on both sides.
+pydantic-ai's durable-execution tests are engine tests (Temporal and Prefect need servers,
+DBOS's drive `DBOSAgent`), so the files run are the agent tests and the tests of the surface
+engines build on (see `FILES`; `--files` picks others); the suite's own skips (missing
+optional SDKs, cassettes) count as skipped on both sides.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/upstream: _har
 from _harness import KnownCause, SuiteRun, compare, fatal_trace, first_line, run_pytest
 
 HERE = Path(__file__).resolve().parent
-# The agent tests and the durable-execution tests that need no server: test_dbos.py runs DBOS
-# on SQLite in-process; test_temporal.py (a Temporal test server) and test_prefect.py (a
-# Prefect server) are not in the list.
+# The agent tests and the tests of the surface durable engines build on (toolsets,
+# capabilities, history processors). pydantic-ai's durable-execution tests are engine tests:
+# test_temporal.py needs a Temporal test server, test_prefect.py a Prefect server, and
+# test_dbos.py (DBOS on SQLite) drives `DBOSAgent`; wrapping those agents again would nest two
+# engines, so none of the three is in the list.
 FILES = (
     "test_agent.py",
     "test_tools.py",
@@ -50,7 +53,6 @@ FILES = (
     "test_usage_limits.py",
     "test_history_processor.py",
     "test_capabilities.py",
-    "test_dbos.py",
 )
 PYTEST_ARGS = [
     "-q",
@@ -66,7 +68,16 @@ PYTEST_ARGS = [
     "ignore::PendingDeprecationWarning",
     "--continue-on-collection-errors",
     "--inline-snapshot=disable",
+    "--timeout=120",  # pytest-timeout: one test, not the run
 ]
+DESELECTED = {  # test id: why it runs on neither side (it would hang the wrapped run)
+    "tests/test_streaming.py::test_run_stream_early_break_during_debounce_closes_cleanly": (
+        "its model streams forever and the test breaks out early; a durable model request "
+        "consumes the whole stream inside the unit before the agent sees it (pydantic-ai's "
+        "BaseDurabilityCapability._model_request_stream_operation, every engine), so wrapped "
+        "it never ends"
+    ),
+}
 KNOWN: list[KnownCause] = []
 TIMEOUT = 3600.0  # seconds for one pytest run
 
@@ -120,6 +131,7 @@ def run_suite(
         env.pop(key)  # no test may reach a provider
     env.pop("AGENTREWIND_UPSTREAM_STORE", None)
     args = [*(f"tests/{f}" for f in files), *PYTEST_ARGS, *extra]
+    args += [f"--deselect={test}" for test in DESELECTED]
     if wrapped:
         env["AGENTREWIND_UPSTREAM_STORE"] = "sqlite"
         args += ["-p", "pydantic_ai_upstream_plugin"]
@@ -162,6 +174,8 @@ def main() -> int:
     print(f"pydantic-ai-slim {version}; tests at {tests}: {', '.join(files)}")
     if missing:
         print(f"   not in this checkout: {', '.join(missing)}")
+    for test, why in DESELECTED.items():
+        print(f"   deselected on both sides: {test}\n      {why}")
     plain = run_suite(tests, files, args.workdir / "plain.xml", False, args.pytest_args)
     if not report("unwrapped", plain):
         return 1
