@@ -77,6 +77,10 @@ DESELECTED = {  # test id: why it runs on neither side (it would hang the wrappe
         "BaseDurabilityCapability._model_request_stream_operation, every engine), so wrapped "
         "it never ends"
     ),
+    "tests/test_streaming.py::test_run_stream_cancel_during_debounce_from_another_task": (
+        "the same: its model yields one chunk and then waits forever, and the test cancels the "
+        "stream after the first chunk, which the wrapped run never hands over"
+    ),
 }
 KNOWN: list[KnownCause] = []
 TIMEOUT = 3600.0  # seconds for one pytest run
