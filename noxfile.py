@@ -1,5 +1,5 @@
 """Sessions: lint, core, langchain, langgraph, llamaindex, pydantic-ai, reliability, ui, package,
-docs, bench, upstream.
+docs, bench, upstream (langchain, llamaindex, pydantic-ai).
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -244,6 +244,41 @@ def upstream_langchain(session: nox.Session) -> None:
     constraints.write_text("\n".join(pins))
     session.install("-c", str(constraints), *UPSTREAM_LANGCHAIN_TEST_DEPS)
     session.run("python", "tests/upstream/langchain_upstream.py", *session.posargs)
+
+
+UPSTREAM_PYDANTIC_AI_TEST_DEPS = (
+    "pip",  # looks for the tests in the sdists
+    "pytest-mock",
+    "pytest-timeout",
+    "dirty-equals",
+    "inline-snapshot",
+    "vcrpy",
+    "pytest-recording",
+    "brotli",
+    "httpx",
+    "httpx2",
+    "anyio",
+    "pyyaml",
+    "blockbuster>=1.5.26,<1.6",
+)
+
+
+@nox.session(name="upstream-pydantic-ai", tags=["upstream"], default=False)
+def upstream_pydantic_ai(session: nox.Session) -> None:
+    """pydantic-ai's agent and durable-execution tests with every agent wrapped (not default).
+
+    Prints the tests that fail wrapped (SQLite journal per test) but pass unwrapped. The tests
+    are not in pydantic-ai's sdists: pass a checkout's tests folder after `--`
+    (`-- --tests <pydantic-ai>/tests`) or set $AGENTREWIND_UPSTREAM_PYDANTIC_AI_TESTS.
+    """
+    sync(session, "pydantic-ai", groups=("test", "test-pydantic-ai"))
+    # the test dependencies must not move the locked framework under test
+    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
+    constraints = Path(session.create_tmp()) / "locked.txt"
+    pins = [line for line in str(locked).splitlines() if line.startswith("pydantic")]
+    constraints.write_text("\n".join(pins))
+    session.install("-c", str(constraints), *UPSTREAM_PYDANTIC_AI_TEST_DEPS)
+    session.run("python", "tests/upstream/pydantic_ai_upstream.py", *session.posargs)
 
 
 @nox.session(name="upstream-llamaindex", tags=["upstream"], default=False)
