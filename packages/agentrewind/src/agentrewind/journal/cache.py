@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ..errors import SerializationError
 from ..records import RunMetrics
 from ..serde import Serializer
+from ..serde.encryption import Place, cache_place
 from ..stores import Store
 from ..stores.cache import CacheEntry, CacheStats
 from .call import Call, JournalSettings, Outcome
@@ -131,22 +132,28 @@ class _Site:
         key = content_key(settings.serializer, kind, name, key_input)
         return cls(settings, f"{kind}:{name}", key, options)
 
+    @property
+    def place(self) -> Place:
+        """Where the entry is stored (what its ciphertext is bound to)."""
+        return cache_place(self.settings.store.namespace, self.site, self.key)
+
     def load(self, entry: CacheEntry) -> Any:
         where = f"cache site {self.site!r} entry {self.key!r}"
         try:
             tree = json.loads(entry.value)
         except ValueError as exc:
             raise SerializationError(f"{where} is not valid JSON: {exc}") from exc
-        return self.settings.serializer.from_tree(tree, where)
+        return self.settings.serializer.open(tree, self.place)
 
     def entry(self, call: Call | None, result: Any) -> CacheEntry | None:
         """The entry to store for `result`, or None when it cannot be stored (logged once)."""
         if call is not None and call.record is not None:
             tree, meta = call.record.output, call.record.meta
+            tree = self.settings.serializer.rebind(tree, call.place(), self.place)
             duration, tokens = float(meta.get("duration", 0.0)), int(meta.get("tokens", 0) or 0)
         else:
             try:
-                tree = self.settings.serializer.store_tree(result, "output")
+                tree = self.settings.serializer.store_tree(result, "output", self.place)
             except SerializationError as exc:
                 if self.site not in _UNSTORABLE_LOGGED:
                     _UNSTORABLE_LOGGED.add(self.site)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ca
 from ..errors import SerializationError, WorkflowError
 from ..records import StepRecord
 from ..serde import Serializer
+from ..serde.encryption import step_place
 from ..stores import Store
 
 if TYPE_CHECKING:
@@ -107,8 +108,9 @@ async def arecorded_call(store: Store, middleware: Host, run_id: str) -> Recorde
 
 
 def _decode(middleware: Host, record: StepRecord) -> RecordedCall:
-    where = f"run {record.run_id!r} step {record.key!r} field output"
-    payload = middleware.serializer.from_tree(record.output, where)
+    place = step_place(middleware.store.namespace, record.run_id, record.key)
+    where = str(place)
+    payload = middleware.serializer.open(record.output, place)
     if not (isinstance(payload, dict) and isinstance(payload.get("args"), list)):
         raise WorkflowError(f"{where}: not a workflow's arguments")
     queue = payload.get("queue")
