@@ -154,9 +154,11 @@ def test_a_ciphertext_of_another_field_or_checkpoint_is_refused(store: Store) ->
         assert tl.get_checkpoint(first.id).state == {"step": "approved"}  # type: ignore[attr-defined]
     meta = records[first.id].meta["metadata"]  # the metadata ciphertext as a state
     store.put_step(dataclasses.replace(victim, output=meta))
-    with agentrewind.Timeline("tl", store=store, serializer=serializer) as tl:
-        with pytest.raises(DecryptionError, match="field state"):
-            _ = tl.head.state  # type: ignore[union-attr]
+    with (
+        agentrewind.Timeline("tl", store=store, serializer=serializer) as tl,
+        pytest.raises(DecryptionError, match="field state"),
+    ):
+        _ = tl.head.state  # type: ignore[union-attr]
 
 
 def test_places_never_collide_and_are_bound() -> None:

@@ -101,7 +101,6 @@ class Call:
         "_t0",
         "base",
         "hit",
-        "skipped",
         "key",
         "kind",
         "name",
@@ -112,6 +111,7 @@ class Call:
         "record_failures",
         "run",
         "side_effects",
+        "skipped",
         "step_id",
     )
 

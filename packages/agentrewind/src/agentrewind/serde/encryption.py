@@ -40,15 +40,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import dataclasses
+import hashlib
 import os
 from collections.abc import Iterable
 from typing import Any
 
 from ..errors import DecryptionError
 
-__all__ = ["ENV_VAR",
+__all__ = [
+    "ENV_VAR",
     "MIGRATE_ENV_VAR",
     "Encryption",
     "Place",
