@@ -290,3 +290,27 @@ def test_import_under_another_id_or_namespace_re_encrypts(store_url: str) -> Non
         assert _replay(b, Encryption(key), "src", "one") == {"approved": "one", "call": 1}
         import_run(a, doc)  # the same place: nothing to re-encrypt, no key needed
     assert CALLS == ["one"]
+
+
+def test_cli_fork_and_import_use_the_key_of_the_environment(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrewind.cli.main import main
+
+    url, key = f"sqlite:///{tmp_path / 'runs.db'}", generate_key()
+    with connect(url) as store:
+        _recorded(store, Encryption(key), "src", "one")
+    doc = tmp_path / "src.json"
+    assert main(["--store", url, "export", "src", "-o", str(doc)]) == 0
+    assert main(["--store", url, "fork", "src", "--at", "1", "--to", "dst"]) == 1
+    assert "AGENTREWIND_ENCRYPTION_KEY" in capsys.readouterr().err
+    assert main(["--store", url, "import", str(doc), "--run-id", "imp"]) == 1
+    assert "nothing was written" in capsys.readouterr().err
+    monkeypatch.setenv(ENV_VAR, key)
+    assert main(["--store", url, "fork", "src", "--at", "1", "--to", "dst"]) == 0
+    assert main(["--store", url, "import", str(doc), "--run-id", "imp"]) == 0
+    with connect(url) as store:
+        for run_id in ("dst", "imp"):
+            assert store.get_run(run_id) is not None
+            assert _replay(store, Encryption(key), run_id, "one") == {"approved": "one", "call": 1}
+    assert CALLS == ["one"]
