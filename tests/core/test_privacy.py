@@ -17,7 +17,7 @@ import base64
 import agentrewind
 from agentrewind.errors import DecryptionError
 from agentrewind.serde import Serializer
-from agentrewind.serde.encryption import ENV_VAR, Encryption, generate_key
+from agentrewind.serde.encryption import ENV_VAR, Encryption, generate_key, step_place
 
 SECRET = "4111-1111-1111-1111"
 
@@ -131,9 +131,10 @@ def test_timeline_state_and_metadata_encrypted(url: str) -> None:
 def test_altered_ciphertext_fails_authentication() -> None:
     enc = Encryption(generate_key())
     s = Serializer(encryption=enc)
-    tree = s.store_tree({"x": SECRET}, "output")
+    place = step_place("default", "r", "k")
+    tree = s.store_tree({"x": SECRET}, "output", place)
     blob = bytearray(base64.b64decode(tree["v"]))
     blob[-1] ^= 1
     tree["v"] = base64.b64encode(bytes(blob)).decode()
     with pytest.raises(DecryptionError, match="altered"):
-        s.from_tree(tree, "run 'r' step 'k' field output")
+        s.open(tree, place)

@@ -116,3 +116,42 @@ def test_key_rotation_reads_old_checkpoints(saver_url: str, tmp_path: Path) -> N
     with RewindSaver(saver_url, encryption=Encryption(new, old_keys=[old])) as saver:
         out = _graph(saver, calls).invoke(None, config, durability="sync")
     assert out["log"] == [f"charged {SECRET}", "done"] and calls == ["charge", "done"]
+
+
+def test_encrypted_saver_refuses_a_plaintext_checkpoint(
+    saver_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 9b: a checkpoint written without the key is not loaded as genuine.
+
+    Before: LangGraph's `EncryptedSerializer` read a value stored without a cipher as
+    plaintext, so `RewindSaver(encryption=...)` resumed a planted checkpoint.
+    """
+    config = {"configurable": {"thread_id": "planted"}}
+    calls: list[str] = []
+    with RewindSaver(saver_url, encryption=False) as saver:  # no key: plaintext
+        _graph(saver, calls).invoke({"log": ["planted"]}, config, durability="sync")
+    key = generate_key()
+    with RewindSaver(saver_url, encryption=Encryption(key)) as saver:
+        with pytest.raises(DecryptionError, match="plaintext but this saver is encrypted"):
+            saver.get_tuple(config)
+        with pytest.raises(DecryptionError, match="plaintext"):
+            _graph(saver, calls).invoke(None, config, durability="sync")
+    assert calls == ["charge"]  # the refused resume ran nothing
+    with RewindSaver(saver_url, encryption=Encryption(key, migrate=True)) as saver:
+        out = _graph(saver, calls).invoke(None, config, durability="sync")
+    assert out["log"] == ["planted", f"charged {SECRET}", "done"]
+    monkeypatch.setenv("AGENTREWIND_ENCRYPTION_MIGRATE", "1")  # the variable turns it on too
+    with RewindSaver(saver_url, encryption=Encryption(key)) as saver:
+        assert saver.get_tuple(config) is not None
+
+
+def test_saver_ciphertexts_are_bound_to_the_namespace(saver_url: str) -> None:
+    """A ciphertext written in one namespace does not open in another (issue 23 item 3)."""
+    from agentrewind_langgraph._serde import AesGcmCipher
+
+    enc = Encryption(generate_key())
+    a, b = AesGcmCipher(enc, "tenant-a"), AesGcmCipher(enc, "tenant-b")
+    name, blob = a.encrypt(b"secret")
+    assert a.decrypt(name, blob) == b"secret"
+    with pytest.raises(DecryptionError, match="another place"):
+        b.decrypt(name, blob)

@@ -17,7 +17,15 @@ from typing import Any
 from langchain_core.caches import BaseCache
 from langchain_core.outputs import Generation
 
-from agentrewind.adapters import CacheEntry, Serializer, Store, cache_content_key, connect
+from agentrewind.adapters import (
+    CacheEntry,
+    Place,
+    Serializer,
+    Store,
+    cache_content_key,
+    cache_place,
+    connect,
+)
 
 from . import _codec  # noqa: F401  (registers the LangChain codec the serializer uses)
 
@@ -79,15 +87,18 @@ class RewindCache(BaseCache):
         key_input = {"prompt": _normalised(prompt), "llm": llm_string}
         return cache_content_key(self.serializer, "llm", "langchain", key_input)
 
+    def _place(self, key: str) -> Place:
+        """Where an entry is stored (what its ciphertext is bound to)."""
+        return cache_place(self.store.namespace, SITE, key)
+
     def _load(self, entry: CacheEntry | None, key: str) -> list[Generation] | None:
         if entry is None:
             return None
-        where = f"cache site {SITE!r} entry {key!r}"
-        value = self.serializer.from_tree(json.loads(entry.value), where)
+        value = self.serializer.open(json.loads(entry.value), self._place(key))
         return list(value)
 
-    def _entry(self, return_val: Sequence[Generation], started: float) -> CacheEntry:
-        tree = self.serializer.store_tree(list(return_val), "output")
+    def _entry(self, return_val: Sequence[Generation], started: float, key: str) -> CacheEntry:
+        tree = self.serializer.store_tree(list(return_val), "output", self._place(key))
         tokens = 0
         for gen in return_val:
             usage = getattr(getattr(gen, "message", None), "usage_metadata", None) or {}
@@ -105,8 +116,9 @@ class RewindCache(BaseCache):
 
     def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
         """Cache `return_val` for this prompt and model."""
-        entry = self._entry(return_val, 0.0)
-        self.store.cache.put(SITE, self._key(prompt, llm_string), entry, **self._put_args())
+        key = self._key(prompt, llm_string)
+        entry = self._entry(return_val, 0.0, key)
+        self.store.cache.put(SITE, key, entry, **self._put_args())
 
     def clear(self, **kwargs: Any) -> None:
         """Drop every entry of this cache (the `llm:langchain` site)."""
@@ -119,8 +131,8 @@ class RewindCache(BaseCache):
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
         """Async twin of `update`."""
-        entry = self._entry(return_val, 0.0)
         key = self._key(prompt, llm_string)
+        entry = self._entry(return_val, 0.0, key)
         await self.store.cache.aput(SITE, key, entry, **self._put_args())
 
     async def aclear(self, **kwargs: Any) -> None:

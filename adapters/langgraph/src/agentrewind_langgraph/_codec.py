@@ -17,6 +17,8 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from ._serde import AesGcmCipher, plaintext_refused
+
 __all__ = [
     "BlobRow",
     "CheckpointInfo",
@@ -173,8 +175,15 @@ def encode_metadata(
 
 
 def decode_metadata(serde: Any, text: str | None, md_type: str, blob: bytes | None) -> Any:
-    """Inverse of `encode_metadata`."""
+    """Inverse of `encode_metadata`; an encrypting saver refuses plaintext metadata.
+
+    Raises:
+        DecryptionError: Plaintext metadata read by an encrypting saver (not migrating).
+    """
     if md_type == "json":
+        cipher = getattr(serde, "cipher", None)
+        if isinstance(cipher, AesGcmCipher) and not cipher.encryption.migrate:
+            raise plaintext_refused(cipher, "checkpoint's metadata")
         return json.loads(text or "{}")
     return serde.loads_typed((md_type, blob or b""))
 

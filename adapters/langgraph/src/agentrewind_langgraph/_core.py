@@ -40,7 +40,7 @@ from ._rows import (
     to_tuple,
     write_rows,
 )
-from ._serde import SafeSerializer, encrypted
+from ._serde import AesGcmCipher, SafeSerializer, encrypted
 
 __all__ = ["SaverCore"]
 
@@ -70,6 +70,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             serde = serde.with_msgpack_allowlist(allowed_msgpack_modules)
         super().__init__(serde=encrypted(serde, encryption))
         store, self._owns_store = open_store(store_or_url, namespace)
+        cipher = getattr(self.serde, "cipher", None)
+        if isinstance(cipher, AesGcmCipher):  # ciphertexts are bound to the namespace
+            cipher.namespace = store.namespace
         self._public_store = store
         if store.scheme == "memory":
             store = memory_sqlite(store)

@@ -19,9 +19,15 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentrewind.adapters import DecryptionError, Encryption, SerializationError
+from agentrewind.adapters import DecryptionError, Encryption, SerializationError, place
 
-__all__ = ["AesGcmCipher", "SafeSerializer", "UnsafeCheckpointError", "encrypted"]
+__all__ = [
+    "AesGcmCipher",
+    "BoundEncryptedSerializer",
+    "SafeSerializer",
+    "UnsafeCheckpointError",
+    "encrypted",
+]
 
 _BLOCKED: contextvars.ContextVar[list[SerdeEvent] | None] = contextvars.ContextVar(
     "agentrewind_lg_blocked", default=None
@@ -98,22 +104,66 @@ class SafeSerializer(JsonPlusSerializer):
 
 
 class AesGcmCipher(CipherProtocol):
-    """LangGraph's cipher protocol over agentrewind's `Encryption` (AES-GCM, key rotation)."""
+    """LangGraph's cipher protocol over agentrewind's `Encryption` (AES-GCM, key rotation).
+
+    Every ciphertext is bound (AES-GCM associated data) to the saver's store namespace: a
+    value copied from another namespace's thread fails authentication. Binding to the thread
+    and checkpoint is not done yet (a thread copy, `copy_thread`, copies ciphertexts as they
+    are).
+    """
 
     name = "ar-aesgcm"
 
-    def __init__(self, encryption: Encryption) -> None:
+    def __init__(self, encryption: Encryption, namespace: str = "") -> None:
         self.encryption = encryption
+        self.namespace = namespace
+
+    @property
+    def place(self) -> str:
+        """How errors name where values are read."""
+        return f"LangGraph saver (namespace {self.namespace!r})"
+
+    def _aad(self) -> bytes:
+        return place(self.namespace, "", "langgraph saver", "value")
 
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
         """Encrypt with the current key."""
-        return self.name, self.encryption.encrypt(plaintext)
+        return self.name, self.encryption.encrypt(plaintext, self._aad())
 
     def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
         """Decrypt with whichever configured key wrote it (`DecryptionError` otherwise)."""
         if ciphername != self.name:
             raise DecryptionError(f"stored value uses cipher {ciphername!r}, not {self.name!r}")
-        return self.encryption.decrypt(ciphertext)
+        return self.encryption.decrypt(ciphertext, self._aad(), self.place)
+
+
+def plaintext_refused(cipher: AesGcmCipher, what: str) -> DecryptionError:
+    """The error for a plaintext value read by an encrypting saver (outside migration mode)."""
+    return DecryptionError(
+        f"{cipher.place}: a stored {what} is in plaintext but this saver is encrypted; refused "
+        "(written by a saver without the key, or planted). If the store was encrypted after "
+        "the fact, read it in migration mode: Encryption(key, migrate=True) or "
+        "$AGENTREWIND_ENCRYPTION_MIGRATE=1"
+    )
+
+
+class BoundEncryptedSerializer(EncryptedSerializer):
+    """LangGraph's `EncryptedSerializer` that refuses plaintext values.
+
+    LangGraph's own reads a value stored without a cipher as plaintext; this one raises
+    `DecryptionError` unless the encryption is in migration mode (`Encryption(migrate=True)`).
+    """
+
+    cipher: AesGcmCipher
+
+    def __init__(self, cipher: AesGcmCipher, serde: SerializerProtocol) -> None:
+        super().__init__(cipher, serde)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """Decrypt and revive a stored value; a plaintext one only in migration mode."""
+        if "+" not in data[0] and not self.cipher.encryption.migrate:
+            raise plaintext_refused(self.cipher, f"checkpoint value (type {data[0]!r})")
+        return super().loads_typed(data)
 
 
 def encrypted(
@@ -131,4 +181,4 @@ def encrypted(
         encryption = env
     if not encryption:
         return serde
-    return EncryptedSerializer(AesGcmCipher(encryption), serde)
+    return BoundEncryptedSerializer(AesGcmCipher(encryption), serde)

@@ -80,7 +80,7 @@ from .journal.cache import content_key as cache_content_key
 from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
-from .serde.encryption import Encryption
+from .serde.encryption import Encryption, Place, cache_place, place, step_place
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
 from .stores.cache import CacheBackend, CacheEntry, CacheStats
 from .stores.leases import make_lease_owner, retire_lease_owner
@@ -118,6 +118,7 @@ __all__ = [
     "LeaseLostError",
     "MemoryStore",
     "Middleware",
+    "Place",
     "PostgresBytesArray",
     "PostgresFlow",
     "PostgresIntArray",
@@ -146,6 +147,7 @@ __all__ = [
     "StoreUnavailableError",
     "apply_migrations",
     "cache_content_key",
+    "cache_place",
     "connect",
     "current_run",
     "default_url",
@@ -153,6 +155,8 @@ __all__ = [
     "load_group",
     "make_lease_owner",
     "new_id",
+    "place",
     "register_codec",
     "retire_lease_owner",
+    "step_place",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import RunNotFoundError
 from ..plugins import load_group
 from ..records import RunInfo, StepRecord
+from ..serde.encryption import Encryption
 from ..stores import Store
 from .document import DOC_KIND, DocumentError
 from .transfer import fork_run
@@ -174,7 +175,9 @@ class Forked:
     """`agentrewind` for a journal run or timeline, else the run source's name (`langgraph`)."""
 
 
-def fork(store: Store, run_id: str, at: str, to: str) -> Forked:
+def fork(
+    store: Store, run_id: str, at: str, to: str, *, encryption: Encryption | None = None
+) -> Forked:
     """Copy run `run_id`'s history up to step `at` into a new run `to`, for every run kind.
 
     `at` is what `agentrewind log` prints (a sequence number or an id prefix) or a branch
@@ -189,7 +192,7 @@ def fork(store: Store, run_id: str, at: str, to: str) -> Forked:
     heads = store.get_heads(run_id) if where.source is None else {}
     point = find_step(steps, at, heads)
     if where.source is None:
-        copied = fork_run(store, run_id, at=point.step_id, to=to)
+        copied = fork_run(store, run_id, at=point.step_id, to=to, encryption=encryption)
     else:
         if not hasattr(where.source, "fork_run"):
             raise DocumentError(f"run source {where.name!r} cannot fork runs")

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..records import RunMetrics, StepRecord
+from ..serde import Serializer
+from ..serde.encryption import Encryption, Place, checkpoint_place, step_place
+from ..serde.tags import TAG
 from ..stores import Store, connect
 from ..tree import find_cycle
 from .document import (
@@ -45,6 +48,80 @@ def _closing_store(
             return fn(opened, *args, **kwargs)
 
     return wrapper
+
+
+SOURCE_NAMESPACE = "source_namespace"
+"""Key of a document's `meta` naming the namespace it was exported from."""
+
+
+def _sealed(tree: Any) -> bool:
+    return isinstance(tree, dict) and tree.get(TAG) == "enc"
+
+
+def _places(record: StepRecord, namespace: str) -> list[tuple[str, Place]]:
+    """The sealed fields of a record (`output`, `meta.metadata`) and their places."""
+    if record.kind == DOC_KIND:
+        return []  # the document's own fields: descriptive copies, never opened
+    if record.kind == "checkpoint":
+        return [
+            ("output", checkpoint_place(namespace, record.run_id, record.step_id, "state")),
+            ("metadata", checkpoint_place(namespace, record.run_id, record.step_id, "metadata")),
+        ]
+    return [("output", step_place(namespace, record.run_id, record.key))]
+
+
+def moved_records(
+    records: list[StepRecord],
+    source: tuple[str, str],
+    target: tuple[str, str],
+    encryption: Encryption | None = None,
+) -> list[StepRecord]:
+    """`records` of run `source` = (namespace, run id) moved to `target`, re-encrypted.
+
+    Encrypted values are bound to their namespace, run and record, so a copy under another
+    run id or namespace is decrypted and sealed again for its new place. Plaintext values
+    are copied as they are.
+
+    Args:
+        records: The run's steps (any run id: `source` names where they were sealed).
+        source: `(namespace, run id)` the values were sealed for.
+        target: `(namespace, run id)` they move to.
+        encryption: The key; None reads `$AGENTREWIND_ENCRYPTION_KEY`.
+
+    Raises:
+        DocumentError: Encrypted values and no key (nothing is written by the callers).
+        DecryptionError: A value does not open at its source place (wrong key, altered, a
+            plaintext or v1 value outside migration mode...).
+    """
+    (src_ns, src_run), (dst_ns, dst_run) = source, target
+    moved = [dataclasses.replace(r, run_id=dst_run) for r in records]
+    if source == target:
+        return moved
+    sealed = [r for r in records if _sealed(r.output) or _sealed(r.meta.get("metadata"))]
+    if not sealed:
+        return moved
+    encryption = encryption or Encryption.from_env()
+    if encryption is None:
+        raise DocumentError(
+            f"run {src_run!r} (namespace {src_ns!r}) holds {len(sealed)} encrypted step(s): "
+            "an encrypted value is bound to its namespace, run and step, so copying it to run "
+            f"{dst_run!r} (namespace {dst_ns!r}) re-encrypts it, which needs the key: set "
+            "$AGENTREWIND_ENCRYPTION_KEY (or pass encryption=Encryption(key)); nothing was "
+            "written"
+        )
+    serializer = Serializer(encryption=encryption)
+    out = []
+    for old, new in zip(records, moved, strict=True):
+        src = dataclasses.replace(old, run_id=src_run)
+        output, meta = new.output, dict(new.meta)
+        for field, place in _places(src, src_ns):
+            dst = place.moved(dst_ns, dst_run)
+            if field == "output":
+                output = serializer.rebind(output, place, dst)
+            elif "metadata" in meta:
+                meta["metadata"] = serializer.rebind(meta["metadata"], place, dst)
+        out.append(dataclasses.replace(new, output=output, meta=meta))
+    return out
 
 
 def _status(run_status: str) -> str:
@@ -129,6 +206,9 @@ def export_run(
     for name, value in given.items():
         if value is not None:
             setattr(doc, name, value)
+    if any(_sealed(r.output) or _sealed(r.meta.get("metadata")) for r in steps):
+        # encrypted values are bound to their namespace: an import elsewhere re-binds them
+        doc.meta = {**doc.meta, SOURCE_NAMESPACE: store.namespace}
     return doc
 
 
@@ -140,6 +220,7 @@ def import_run(
     run_id: str | None = None,
     replace: bool = False,
     force: bool = False,
+    encryption: Encryption | None = None,
 ) -> str:
     """Write a document's run into `store`: steps in one atomic write, then heads and status.
 
@@ -153,17 +234,23 @@ def import_run(
         replace: Delete an existing run of that id first.
         force: With `replace`, delete it even while another process drives it (holds its
             lease); that process's next write then fails instead of writing half a run back.
+        encryption: The key, to re-encrypt values imported under another run id or into
+            another namespace than they were sealed for (None: `$AGENTREWIND_ENCRYPTION_KEY`).
 
     Returns:
         The run id in the store.
 
     Raises:
-        DocumentError: Invalid document, or a run of that id exists with other content.
+        DocumentError: Invalid document, a run of that id exists with other content, or
+            encrypted values to move to another run or namespace and no key.
+        DecryptionError: An encrypted value does not open where it was sealed.
         RunLockedError: `replace` on a run another process drives, without `force`.
     """
     doc = document if isinstance(document, RunDocument) else parse(document)
     target = run_id or doc.run_id
-    records = doc.records(target)
+    from_ns = doc.meta.get(SOURCE_NAMESPACE) if isinstance(doc.meta, dict) else None
+    source = (from_ns if isinstance(from_ns, str) else store.namespace, doc.run_id)
+    records = moved_records(doc.records(), source, (store.namespace, target), encryption)
     cycle = find_cycle({r.step_id: [p for p in (r.parent_id, *_merged(r)) if p] for r in records})
     if cycle is not None:  # `parse` refuses it too; a RunDocument built in code is checked here
         raise DocumentError(f"run {target!r}: the steps' parents form a cycle; nothing imported")
@@ -229,18 +316,25 @@ def resume_from(
 
 
 @_closing_store
-def fork_run(store: Store, run_id: str, *, at: str, to: str) -> int:
+def fork_run(
+    store: Store, run_id: str, *, at: str, to: str, encryption: Encryption | None = None
+) -> int:
     """Copy a run's history up to step `at` into a new run `to` whose `main` head is `at`.
 
     For a timeline the copy is `at` and its ancestors (both parents of merges); for a journal
     run it is every step up to `at` in sequence order.
+
+    Encrypted values are re-encrypted for the new run (they are bound to their run), with
+    `encryption` or the key of `$AGENTREWIND_ENCRYPTION_KEY`.
 
     Returns:
         How many steps were copied.
 
     Raises:
         RunNotFoundError: No such run or step.
-        DocumentError: `to` exists already.
+        DocumentError: `to` exists already, or the run is encrypted and no key is given
+            (nothing is written).
+        DecryptionError: A value does not open where it was sealed.
     """
     if store.get_run(run_id) is None:
         raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
@@ -266,11 +360,13 @@ def fork_run(store: Store, run_id: str, *, at: str, to: str) -> int:
         copied = [r for r in records if r.step_id in keep]
     else:
         copied = [r for r in records if r.seq <= point.seq and r.kind != DOC_KIND]
+    ns = store.namespace
+    copied = moved_records(copied, (ns, run_id), (ns, to), encryption)  # before any write
     origin = StepRecord(to, f"document-{to}", DOC_KEY, DOC_KIND, "run-document", "completed", 0,
                         output={"forked_from": run_id, "forked_at": point.step_id},
                         created_at=time.time())  # fmt: skip
     store.begin_run(to)
-    store.put_steps([origin, *(dataclasses.replace(r, run_id=to) for r in copied)])
+    store.put_steps([origin, *copied])
     store.set_head(to, "main", point.step_id)
     store.end_run(to, "partial", RunMetrics())
     return len(copied)

@@ -13,7 +13,6 @@ as journal outputs are) and load as data only.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import inspect
 import json
@@ -22,11 +21,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..errors import CacheConfigError, SerializationError
+from ..errors import SerializationError
 from ..records import RunMetrics, StepRecord
 from ..serde import Serializer
+from ..serde.encryption import Place, cache_place
 from ..stores import Store
 from ..stores.cache import CacheEntry, CacheStats
+from .cache_sites import CacheOptions, CacheSites, cache_name, cache_options, site_options
 from .call import Call, JournalSettings, Outcome
 
 __all__ = [
@@ -70,129 +71,6 @@ class Run(Protocol):
     def _astep(
         self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
     ) -> Any: ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CacheOptions:
-    """How one call site is cached."""
-
-    ttl: float | None = None
-    """Seconds an entry lives (None: until evicted or cleared)."""
-    max_entries: int | None = None
-    """Entries kept for the site; the least recently used beyond it are evicted."""
-    key: Callable[..., Any] | None = None
-    """`key(*args, **kwargs)`: what identifies a call for the cache (default: the input)."""
-
-
-def cache_options(
-    cache_ttl: float | None,
-    max_entries: int | None = None,
-    cache_key: Callable[..., Any] | None = None,
-) -> CacheOptions | None:
-    """The options of a call site, or None when it is not cached (no option given).
-
-    Raises:
-        ValueError: `cache_ttl` or `max_entries` is not positive.
-    """
-    if cache_ttl is None and max_entries is None and cache_key is None:
-        return None
-    if cache_ttl is not None and not cache_ttl > 0:
-        raise ValueError(f"cache_ttl must be a positive number of seconds, not {cache_ttl!r}")
-    if max_entries is not None and max_entries < 1:
-        raise ValueError(f"max_entries must be at least 1, not {max_entries!r}")
-    return CacheOptions(cache_ttl, max_entries, cache_key)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CacheSites:
-    """The call sites of adapters that `middleware.wrap(obj, cache_ttl=, cache=[...])` caches.
-
-    `patterns` are fnmatch patterns over the journal's `kind:name` of a call (`tool:search`,
-    `llm:*`; `chat:` is accepted for `llm:`, the kind the journal gives chat models). A name
-    qualified by where the call ran (`fetch@research:1` in a LangGraph node) is matched and
-    cached by its plain name (`tool:fetch`).
-    """
-
-    patterns: tuple[str, ...]
-    options: CacheOptions
-
-    @classmethod
-    def of(cls, cache_ttl: Any, cache: Any, max_entries: Any = None) -> CacheSites | None:
-        """The sites `wrap` was asked to cache, or None when it was not asked.
-
-        Raises:
-            CacheConfigError: `cache_ttl` is not a positive number, `cache` is not a list of
-                strings, or one is given without the other (nothing is cached by surprise).
-        """
-        if cache_ttl is None and cache is None and max_entries is None:
-            return None
-        if cache is None:
-            raise CacheConfigError(
-                "cache_ttl= needs cache=[...]: the call sites to cache, as kind:name patterns "
-                "(for example cache=['tool:search', 'chat:*'])"
-            )
-        if cache_ttl is None:
-            raise CacheConfigError(
-                "cache=[...] needs cache_ttl=: the seconds an entry is served (opt-in only)"
-            )
-        if isinstance(cache_ttl, bool) or not isinstance(cache_ttl, (int, float)):
-            raise CacheConfigError(f"cache_ttl must be a number of seconds, not {cache_ttl!r}")
-        if not cache_ttl > 0:
-            raise CacheConfigError(f"cache_ttl must be positive, not {cache_ttl!r}")
-        if max_entries is not None and (
-            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
-        ):
-            raise CacheConfigError(f"max_entries must be an int of at least 1, not {max_entries!r}")
-        if isinstance(cache, str):
-            cache = [cache]
-        try:
-            given = list(cache)
-        except TypeError:
-            raise CacheConfigError(
-                f"cache must be a list of kind:name patterns, not {cache!r}"
-            ) from None
-        if not given:
-            raise CacheConfigError("cache=[] names no call site; leave out cache= and cache_ttl=")
-        patterns = []
-        for pattern in given:
-            if not isinstance(pattern, str):
-                raise CacheConfigError(
-                    f"cache patterns must be strings such as 'tool:search', not {pattern!r}"
-                )
-            if ":" not in pattern:
-                raise CacheConfigError(
-                    f"cache pattern {pattern!r} has no kind: write kind:name, as 'tool:{pattern}'"
-                )
-            if pattern.startswith("chat:"):
-                pattern = "llm:" + pattern[len("chat:") :]
-            patterns.append(pattern)
-        return cls(tuple(patterns), CacheOptions(float(cache_ttl), max_entries))
-
-    def matches(self, site: str) -> bool:
-        """Whether the call site `kind:name` is cached."""
-        return any(fnmatch.fnmatchcase(site, p) for p in self.patterns)
-
-
-def cache_name(name: str) -> str:
-    """The site name a call is cached under: without the qualifier of where it ran.
-
-    The LangChain adapter names a call inside a LangGraph node `fetch@research:1` (node and
-    step) so that a resumed graph's journal stays aligned; across runs it is `fetch` wherever
-    it runs, so patterns match, and entries are shared, by the plain name.
-    """
-    return name.partition("@")[0]
-
-
-def site_options(settings: Any, kind: str, name: str) -> CacheOptions | None:
-    """The options `wrap(cache=...)` gave the site `kind:name` of `settings`, or None."""
-    sites: list[CacheSites] | None = getattr(settings, "cache_sites", None)
-    if not sites:
-        return None
-    site = f"{kind}:{cache_name(name)}"
-    for rule in reversed(sites):  # the latest wrap wins
-        if rule.matches(site):
-            return rule.options
-    return None
 
 
 class _Sink:
@@ -272,22 +150,28 @@ class _Site:
         key = content_key(settings.serializer, kind, name, key_input)
         return cls(settings, f"{kind}:{name}", key, options)
 
+    @property
+    def place(self) -> Place:
+        """Where the entry is stored (what its ciphertext is bound to)."""
+        return cache_place(self.settings.store.namespace, self.site, self.key)
+
     def load(self, entry: CacheEntry) -> Any:
         where = f"cache site {self.site!r} entry {self.key!r}"
         try:
             tree = json.loads(entry.value)
         except ValueError as exc:
             raise SerializationError(f"{where} is not valid JSON: {exc}") from exc
-        return self.settings.serializer.from_tree(tree, where)
+        return self.settings.serializer.open(tree, self.place)
 
     def entry(self, call: Call | None, result: Any) -> CacheEntry | None:
         """The entry to store for `result`, or None when it cannot be stored (logged once)."""
         if call is not None and call.record is not None:
             tree, meta = call.record.output, call.record.meta
+            tree = self.settings.serializer.rebind(tree, call.place(), self.place)
             duration, tokens = float(meta.get("duration", 0.0)), int(meta.get("tokens", 0) or 0)
         else:
             try:
-                tree = self.settings.serializer.store_tree(result, "output")
+                tree = self.settings.serializer.store_tree(result, "output", self.place)
             except SerializationError as exc:
                 if self.site not in _UNSTORABLE_LOGGED:
                     _UNSTORABLE_LOGGED.add(self.site)

@@ -15,6 +15,7 @@ from ..errors import RecordedStepError
 from ..ids import new_id
 from ..records import StepRecord
 from ..serde import Serializer
+from ..serde.encryption import Place, step_place
 from ..stores import Store
 from .attempts import replaced, replacing
 
@@ -127,6 +128,7 @@ class Call:
         "record_failures",
         "run",
         "side_effects",
+        "skipped",
         "step_id",
     )
 
@@ -152,6 +154,7 @@ class Call:
         self.key = f"{base}#{occurrence}"
         self.record = record
         self.hit = hit
+        self.skipped = False  # a `started` step passed over by on_incomplete="skip"
         self.side_effects = side_effects
         self.record_failures = record_failures
         self.policy = policy
@@ -178,9 +181,15 @@ class Call:
         if self.record.status == "failed":
             err = self.record.meta.get("error", {})
             raise RecordedStepError(err.get("type", "Error"), err.get("message", ""))
+        if self.skipped:
+            return None
         r = self.record
-        where = f"run {r.run_id!r} step {r.key!r} field output"
-        return self.run.middleware.serializer.from_tree(r.output, where)
+        return self.run.middleware.serializer.open(r.output, self.place(r.run_id))
+
+    def place(self, run_id: str | None = None) -> Place:
+        """Where this call's output is stored (what its ciphertext is bound to)."""
+        namespace = self.run.middleware.store.namespace
+        return step_place(namespace, run_id or self.run.run_id, self.key)
 
     def serve(self, tree: Any, meta: dict[str, Any]) -> None:
         """Make this call a hit on `tree`, an output as the journal stores it (a cache entry).
@@ -269,7 +278,7 @@ class Call:
 
     def _completed_record(self, output: Any, meta: dict[str, Any] | None) -> StepRecord:
         try:
-            tree = self.run.middleware.serializer.store_tree(output, "output")
+            tree = self.run.middleware.serializer.store_tree(output, "output", self.place())
         except BaseException:
             self.run._release(self)
             raise

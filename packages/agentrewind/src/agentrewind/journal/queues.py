@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..ids import new_id
 from ..records import StepRecord
+from ..serde.encryption import step_place
 from ..stores.queue import MAX_PRIORITY, QueueEntry, QueueLimits, QueueStats, check_queue_name
 from .workflow import (
     INPUT_KIND,
@@ -293,8 +294,9 @@ class QueueHandle:
             raise RunCancelledError(self.run_id)
         record = next((r for r in reversed(records) if r.kind == RESULT_KIND), None)
         if record is not None and record.status == "completed":
-            where = f"run {self.run_id!r} step {record.key!r} field output"
-            return self.queue.middleware.serializer.from_tree(record.output, where)
+            mw = self.queue.middleware
+            place = step_place(mw.store.namespace, self.run_id, record.key)
+            return mw.serializer.open(record.output, place)
         err = {} if record is None else record.meta.get("error", {})
         raise RecordedStepError(
             str(err.get("type", "WorkflowError")),

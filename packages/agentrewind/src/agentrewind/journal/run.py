@@ -310,7 +310,7 @@ class Run:
                 self._release(call)
                 raise IncompleteStepError(self.run_id, key)
             if policy == "skip":
-                call.hit = True
+                call.hit = call.skipped = True
                 call.record = dataclasses.replace(record, status="completed", output=None)
                 self._note(call, "skipped")
                 return call

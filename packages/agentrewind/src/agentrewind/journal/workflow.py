@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ca
 from ..errors import SerializationError, WorkflowError
 from ..records import StepRecord
 from ..serde import Serializer
+from ..serde.encryption import step_place
 from ..stores import Store
 
 if TYPE_CHECKING:
@@ -108,8 +109,9 @@ async def arecorded_call(store: Store, middleware: Host, run_id: str) -> Recorde
 
 def decode_call(middleware: Host, record: StepRecord) -> RecordedCall:
     """The workflow name and arguments a run's input record holds (`WorkflowError`: not)."""
-    where = f"run {record.run_id!r} step {record.key!r} field output"
-    payload = middleware.serializer.from_tree(record.output, where)
+    place = step_place(middleware.store.namespace, record.run_id, record.key)
+    where = str(place)
+    payload = middleware.serializer.open(record.output, place)
     if not (isinstance(payload, dict) and isinstance(payload.get("args"), list)):
         raise WorkflowError(f"{where}: not a workflow's arguments")
     queue = payload.get("queue")

@@ -28,7 +28,7 @@ from ..errors import DecryptionError, SerializationError
 from .tags import TAG, decode_scalar, expect_dict, expect_list, locate
 
 if TYPE_CHECKING:
-    from .encryption import Encryption
+    from .encryption import Encryption, Place
 
 Redactor = Callable[[str, Any], Any]
 """`redact(field, value) -> value`: applied to what is stored (`output`, `state`, `metadata`)."""
@@ -116,16 +116,83 @@ class Serializer:
         """The tree to store for `value`: redacted, then tagged (not yet encrypted)."""
         return self.to_tree(value if self.redact is None else self.redact(field, value))
 
-    def seal(self, tree: Any) -> Any:
-        """`tree` encrypted into one `enc` tag when encryption is on, else `tree` itself."""
+    def seal(self, tree: Any, place: Place | None = None) -> Any:
+        """`tree` encrypted into one `enc` tag bound to `place` when encryption is on, else `tree`.
+
+        Raises:
+            ValueError: Encryption is on and no place is given (every ciphertext is bound).
+        """
         if self.encryption is None:
             return tree
+        if place is None:
+            raise ValueError("an encrypted value is bound to its place: pass place=Place(...)")
         text = json.dumps(tree, separators=(",", ":"), sort_keys=True).encode()
-        return {TAG: "enc", "v": base64.b64encode(self.encryption.encrypt(text)).decode()}
+        blob = self.encryption.encrypt(text, place.aad())
+        return {TAG: "enc", "v": base64.b64encode(blob).decode()}
 
-    def store_tree(self, value: Any, field: str) -> Any:
-        """`seal(prepare(value, field))`: what a store keeps for `value`."""
-        return self.seal(self.prepare(value, field))
+    def store_tree(self, value: Any, field: str, place: Place | None = None) -> Any:
+        """`seal(prepare(value, field), place)`: what a store keeps for `value`."""
+        return self.seal(self.prepare(value, field), place)
+
+    def unseal(self, tree: Any, place: Place) -> Any:
+        """The tree inside a stored sealed value at `place`, still tagged (not rebuilt).
+
+        Without encryption the tree is returned as it is. With encryption it must be an
+        `enc` tag bound to `place`; a plaintext value or a v1 ciphertext is read only in
+        migration mode (`Encryption(migrate=True)`).
+
+        Raises:
+            DecryptionError: Plaintext where a ciphertext is expected, a ciphertext of
+                another place, a wrong key, altered bytes; the message names `place`.
+        """
+        enc = self.encryption
+        if enc is None:
+            return tree
+        if not (isinstance(tree, dict) and tree.get(TAG) == "enc"):
+            if enc.migrate:
+                return tree
+            raise DecryptionError(
+                f"{place}: stored in plaintext but this store is encrypted; refused (a value "
+                "written without the key, or planted). If the store was encrypted after the "
+                "fact, read it in migration mode: Encryption(key, migrate=True) or "
+                "$AGENTREWIND_ENCRYPTION_MIGRATE=1"
+            )
+        try:
+            raw = decode_scalar("bytes", tree)
+        except Exception as exc:
+            raise DecryptionError(f"{place}: encrypted value is not valid base64") from exc
+        plain = enc.decrypt(raw, place.aad(), place)
+        try:
+            return json.loads(plain)
+        except ValueError as exc:
+            raise SerializationError(f"{place}: decrypted value is not valid JSON") from exc
+
+    def open(self, tree: Any, place: Place) -> Any:
+        """Rebuild a stored sealed value at `place`: every read of a sealed value goes here.
+
+        Raises:
+            DecryptionError: See `unseal`.
+            SerializationError: See `from_tree`.
+        """
+        return self.from_tree(self.unseal(tree, place), str(place))
+
+    def rebind(self, tree: Any, old: Place, new: Place) -> Any:
+        """A sealed value of `old` sealed again for `new` (a fork or an import elsewhere).
+
+        A plaintext value stays as it is (an unencrypted store, or migration mode).
+
+        Raises:
+            DecryptionError: No key for an encrypted value, or it does not open at `old`.
+        """
+        if not (isinstance(tree, dict) and tree.get(TAG) == "enc"):
+            return tree
+        if self.encryption is None:
+            raise DecryptionError(
+                f"{old}: encrypted, and moving it to {new} binds it to its new place, which "
+                "needs the key: pass encryption=Encryption(key) or set "
+                "$AGENTREWIND_ENCRYPTION_KEY; nothing was written"
+            )
+        return self.seal(self.unseal(tree, old), new)
 
     # -- encoding ---------------------------------------------------------------------------
     def dumps(self, value: Any) -> bytes:
@@ -330,8 +397,10 @@ class Serializer:
                         "stored value is encrypted and no key is configured: pass "
                         "encryption=Encryption(key) or set $AGENTREWIND_ENCRYPTION_KEY"
                     )
+                # Read through `open` at its place; here only an unbound (v1) value, in
+                # migration mode (a v2 value fails authentication without its place).
                 raw = decode_scalar("bytes", tree)
-                return self._from(json.loads(self.encryption.decrypt(raw)))
+                return self._from(json.loads(self.encryption.decrypt(raw, None)))
             case "pickle":
                 if not self.allow_pickle:
                     raise SerializationError(

@@ -21,12 +21,26 @@ Rotation:
 
 A value encrypted with a key that is not given raises `DecryptionError` naming the key id;
 altered bytes fail authentication with the same error.
+
+Binding: every ciphertext (format v2) is bound to its place with AES-GCM associated data:
+the namespace, the run (or LangGraph thread), the record (a journal step's key, a checkpoint's
+id, a cache entry's site and key) and the field (`place()` builds it). A ciphertext copied to
+another run, step, namespace or field fails authentication there (`DecryptionError` naming
+the place) instead of replaying as that place's value. An encrypted store also refuses a
+plaintext value where it expects a ciphertext.
+
+Migration: a store encrypted after the fact holds plaintext values, and stores written before
+the binding hold v1 ciphertexts (no associated data). `Encryption(key, migrate=True)` or
+`$AGENTREWIND_ENCRYPTION_MIGRATE=1` reads both while the old data is rewritten (writes are
+always v2); turn it off again once nothing old is left, as plaintext or v1 values are then
+refused.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import os
 from collections.abc import Iterable
@@ -34,11 +48,93 @@ from typing import Any
 
 from ..errors import DecryptionError
 
-__all__ = ["ENV_VAR", "Encryption", "generate_key"]
+__all__ = [
+    "ENV_VAR",
+    "MIGRATE_ENV_VAR",
+    "Encryption",
+    "Place",
+    "cache_place",
+    "checkpoint_place",
+    "generate_key",
+    "place",
+    "step_place",
+]
 
 ENV_VAR = "AGENTREWIND_ENCRYPTION_KEY"
-_VERSION = b"\x01"
+MIGRATE_ENV_VAR = "AGENTREWIND_ENCRYPTION_MIGRATE"
+_V1 = b"\x01"  # no associated data: read only in migration mode
+_V2 = b"\x02"  # bound to its place (associated data)
 _NONCE = 12
+_PLACE = b"agentrewind-place-v2"
+
+
+def place(namespace: str, run: str, where: str, field: str) -> bytes:
+    """The associated data binding a ciphertext to its place.
+
+    Each part is length-prefixed, so no two different places give the same bytes.
+
+    Args:
+        namespace: The store's namespace.
+        run: The run id (a LangGraph thread id for the saver).
+        where: The record: `step '<key>'`, `checkpoint '<id>'`, a cache site and key...
+        field: The field of the record (`output`, `state`, `metadata`, a channel...).
+    """
+    out = [_PLACE]
+    for part in (namespace, run, where, field):
+        raw = part.encode("utf-8", "surrogatepass")
+        out.append(len(raw).to_bytes(4, "big") + raw)
+    return b"".join(out)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Place:
+    """Where a sealed value is stored: what its ciphertext is bound to, and how errors name it.
+
+    Attributes:
+        namespace: The store's namespace.
+        run: The run id (or LangGraph thread id).
+        where: The record inside the run (`step 'k'`, `checkpoint 'id'`...).
+        field: The field of the record.
+        kind: `run` or `thread` (wording of messages only, not bound).
+    """
+
+    namespace: str
+    run: str
+    where: str
+    field: str
+    kind: str = "run"
+
+    def aad(self) -> bytes:
+        """The associated data of this place (`place(...)`)."""
+        return place(self.namespace, self.run, self.where, self.field)
+
+    def __str__(self) -> str:
+        run = f"{self.kind} {self.run!r} " if self.run else ""
+        return f"{run}{self.where} field {self.field} (namespace {self.namespace!r})"
+
+    def moved(self, namespace: str, run: str) -> Place:
+        """The same record and field in another namespace and run (a fork, an import)."""
+        return dataclasses.replace(self, namespace=namespace, run=run)
+
+
+def step_place(namespace: str, run: str, key: str, field: str = "output") -> Place:
+    """The place of a journal step's field (bound to the step's key, not its attempt id)."""
+    return Place(namespace, run, f"step {key!r}", field)
+
+
+def checkpoint_place(namespace: str, run: str, checkpoint_id: str, field: str) -> Place:
+    """The place of a timeline checkpoint's `state` or `metadata`."""
+    return Place(namespace, run, f"checkpoint {checkpoint_id!r}", field)
+
+
+def cache_place(namespace: str, site: str, key: str, field: str = "output") -> Place:
+    """The place of a cross-run cache entry (site and content key; no run)."""
+    return Place(namespace, "", f"cache site {site!r} entry {key!r}", field, kind="cache")
+
+
+def migrating_from_env() -> bool:
+    """Whether `$AGENTREWIND_ENCRYPTION_MIGRATE` turns migration mode on."""
+    return os.environ.get(MIGRATE_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _aesgcm() -> Any:
@@ -89,13 +185,23 @@ class Encryption:
         key: The key new data is encrypted with (bytes, hex or base64 text). None reads
             `AGENTREWIND_ENCRYPTION_KEY` (the first of its comma-separated keys).
         old_keys: Keys that only decrypt (data written before a rotation).
+        migrate: Migration mode: also read plaintext values and v1 ciphertexts (written
+            before ciphertexts were bound to their place). None reads
+            `$AGENTREWIND_ENCRYPTION_MIGRATE` (`1` turns it on). Writes are always bound.
 
     Raises:
         ValueError: No key given and the variable is unset, or a key of the wrong size.
         ImportError: `cryptography` is not installed (the `encryption` extra).
     """
 
-    def __init__(self, key: bytes | str | None = None, *, old_keys: Iterable[bytes | str] = ()):
+    def __init__(
+        self,
+        key: bytes | str | None = None,
+        *,
+        old_keys: Iterable[bytes | str] = (),
+        migrate: bool | None = None,
+    ):
+        self.migrate = migrating_from_env() if migrate is None else bool(migrate)
         olds = list(old_keys)
         if key is None:
             env = [k for k in os.environ.get(ENV_VAR, "").split(",") if k.strip()]
@@ -116,34 +222,51 @@ class Encryption:
         """The encryption `AGENTREWIND_ENCRYPTION_KEY` asks for, or None when it is unset."""
         return cls() if os.environ.get(ENV_VAR, "").strip() else None
 
-    def encrypt(self, plaintext: bytes, aad: bytes | None = None) -> bytes:
-        """`version | key id | nonce | ciphertext+tag` under the current key."""
+    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
+        """`version 2 | key id | nonce | ciphertext+tag` under the current key, bound to `aad`."""
         nonce = os.urandom(_NONCE)
         sealed: bytes = self._current.encrypt(nonce, plaintext, aad)
-        return _VERSION + self.key_id + nonce + sealed
+        return _V2 + self.key_id + nonce + sealed
 
-    def decrypt(self, data: bytes, aad: bytes | None = None) -> bytes:
-        """Inverse of `encrypt` with whichever known key wrote it.
+    def decrypt(self, data: bytes, aad: bytes | None, where: object = "") -> bytes:
+        """Inverse of `encrypt` with whichever known key wrote it, at the place `aad` names.
+
+        Args:
+            data: The stored bytes.
+            aad: The associated data of the place the value is read from (`place()`).
+            where: The place, for messages.
 
         Raises:
-            DecryptionError: Unknown format, a key that is not given, or altered bytes.
+            DecryptionError: Unknown format, a key that is not given, altered bytes, a
+                ciphertext of another place, or a v1 ciphertext outside migration mode.
         """
-        if len(data) < 1 + 4 + _NONCE + 16 or data[:1] != _VERSION:
-            raise DecryptionError("encrypted value has an unknown format or is truncated")
+        at = f"{where}: " if str(where) else ""
+        version = data[:1]
+        if len(data) < 1 + 4 + _NONCE + 16 or version not in (_V1, _V2):
+            raise DecryptionError(f"{at}encrypted value has an unknown format or is truncated")
+        if version == _V1 and not self.migrate:
+            raise DecryptionError(
+                f"{at}encrypted without its place (format v1, written before agentrewind bound "
+                "ciphertexts to their run, record and field), so it cannot be told apart from a "
+                "value copied here from elsewhere; refused. To read old data while it is "
+                f"rewritten, turn on migration mode: Encryption(key, migrate=True) or "
+                f"${MIGRATE_ENV_VAR}=1"
+            )
         kid, nonce, sealed = data[1:5], data[5 : 5 + _NONCE], data[5 + _NONCE :]
         cipher = self._keys.get(kid)
         if cipher is None:
             raise DecryptionError(
-                f"value was encrypted with key id {kid.hex()}, which is not among the keys "
+                f"{at}value was encrypted with key id {kid.hex()}, which is not among the keys "
                 f"given ({', '.join(k.hex() for k in self._keys)}): wrong key? After a "
                 "rotation, pass the old key in old_keys= (or after a comma in "
                 f"${ENV_VAR})"
             )
         try:
-            plain: bytes = cipher.decrypt(nonce, sealed, aad)
+            plain: bytes = cipher.decrypt(nonce, sealed, aad if version == _V2 else None)
         except Exception as exc:  # cryptography's InvalidTag
             raise DecryptionError(
-                f"encrypted value failed authentication with key id {kid.hex()}: the stored "
-                "bytes were altered"
+                f"{at}encrypted value failed authentication with key id {kid.hex()}: the stored "
+                "bytes were altered, or the ciphertext was copied here from another place (run, "
+                "record, field or namespace); refused"
             ) from exc
         return plain

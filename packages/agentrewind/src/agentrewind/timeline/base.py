@@ -44,5 +44,6 @@ class TimelineBase(TimelineView):
         weakref.finalize(self, retire_lease_owner, self._owner)
         self._owns_store = not isinstance(store, Store)
         self.store: Store = store if isinstance(store, Store) else connect(store)
+        self.namespace = self.store.namespace
         self._events = events
         self._runner = FlowRunner(self.store, self._lock)

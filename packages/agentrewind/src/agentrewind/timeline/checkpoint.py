@@ -12,6 +12,7 @@ from ..errors import AgentRewindError
 from ..ids import new_id
 from ..records import StepRecord
 from ..serde import Serializer
+from ..serde.encryption import checkpoint_place
 
 __all__ = [
     "HEAD",
@@ -61,11 +62,14 @@ class Checkpoint:
     failed: bool
     tree: Any = dataclasses.field(repr=False)
     serializer: Serializer = dataclasses.field(repr=False)
+    run_id: str = dataclasses.field(default="", repr=False)
+    namespace: str = dataclasses.field(default="", repr=False)
 
     @property
     def state(self) -> Any:
         """The saved state (a new copy each time)."""
-        return self.serializer.from_tree(self.tree, f"checkpoint {self.id!r} field state")
+        place = checkpoint_place(self.namespace, self.run_id, self.id, "state")
+        return self.serializer.open(self.tree, place)
 
     @property
     def is_merge(self) -> bool:
@@ -73,9 +77,15 @@ class Checkpoint:
         return len(self.parents) > 1
 
     @classmethod
-    def from_record(cls, record: StepRecord, serializer: Serializer) -> Checkpoint:
-        """Rebuild a checkpoint from its stored step."""
+    def from_record(
+        cls, record: StepRecord, serializer: Serializer, namespace: str = ""
+    ) -> Checkpoint:
+        """Rebuild a checkpoint from its stored step (of the store's `namespace`)."""
         meta = record.meta
+        metadata: dict[str, Any] = {}
+        if "metadata" in meta:  # absent when the caller gave none: nothing was sealed
+            place = checkpoint_place(namespace, record.run_id, record.step_id, "metadata")
+            metadata = serializer.open(meta["metadata"], place)
         parents = tuple(p for p in meta.get("parents", ()) if p) or (
             (record.parent_id,) if record.parent_id else ()
         )
@@ -86,14 +96,14 @@ class Checkpoint:
             branch=meta.get("branch", "main"),
             description=meta.get("description", ""),
             logic_step=meta.get("logic_step", ""),
-            metadata=serializer.from_tree(
-                meta.get("metadata", {}), f"checkpoint {record.step_id!r} field metadata"
-            ),
+            metadata=metadata,
             timestamp=record.created_at,
             parents=parents,
             failed=record.status == "failed",
             tree=record.output,
             serializer=serializer,
+            run_id=record.run_id,
+            namespace=namespace,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,11 +155,19 @@ def record_meta(
     metadata: dict[str, Any],
     description: str,
     logic_step: str,
+    *,
+    namespace: str = "",
+    run_id: str = "",
+    checkpoint_id: str = "",
 ) -> dict[str, Any]:
-    """The `meta` of a checkpoint's step: hash, user metadata, confidence, labels."""
+    """The `meta` of a checkpoint's step: hash, user metadata, confidence, labels.
+
+    The metadata is sealed for the checkpoint `checkpoint_id` of run `run_id` in `namespace`.
+    """
     meta: dict[str, Any] = {"hash": state_hash(tree)}
     if metadata:
-        meta["metadata"] = serializer.store_tree(metadata, "metadata")
+        place = checkpoint_place(namespace, run_id, checkpoint_id, "metadata")
+        meta["metadata"] = serializer.store_tree(metadata, "metadata", place)
         confidence = metadata.get("confidence")
         if isinstance(confidence, int | float) and not isinstance(confidence, bool):
             meta["confidence"] = confidence
@@ -173,6 +191,8 @@ def new_checkpoint(
     logic_step: str,
     *,
     failed: bool = False,
+    checkpoint_id: str | None = None,
+    namespace: str = "",
 ) -> tuple[StepRecord, Checkpoint]:
     """The step that stores a new checkpoint, and the checkpoint it loads back as.
 
@@ -188,8 +208,10 @@ def new_checkpoint(
         description: Human-readable description.
         logic_step: Name of the reasoning step.
         failed: Store it as a failed attempt.
+        checkpoint_id: Its id, when `tree` was sealed for it (default: a new id).
+        namespace: The store's namespace.
     """
-    cid, now = new_id(), time.time()
+    cid, now = checkpoint_id or new_id(), time.time()
     parent = parents[0] if parents else None
     if len(parents) > 1:
         meta["parents"] = list(parents)
@@ -210,6 +232,6 @@ def new_checkpoint(
     )
     node = Checkpoint(
         cid, meta["hash"], parent, branch, description, logic_step, user_meta, now, parents,
-        failed, tree, serializer,
+        failed, tree, serializer, run_id, namespace,
     )  # fmt: skip
     return record, node

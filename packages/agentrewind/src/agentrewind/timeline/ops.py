@@ -12,7 +12,9 @@ import time
 from typing import Any
 
 from ..errors import DataLostError, LeaseLostError, RunLockedError
+from ..ids import new_id
 from ..records import RunMetrics
+from ..serde.encryption import checkpoint_place
 from ..stores.leases import fence_error
 from . import events as _events
 from .base import TimelineBase
@@ -163,8 +165,12 @@ def commit_locked(
     """Write a checkpoint on the current branch and move its head (caller holds the lock)."""
     tree = tl.serializer.prepare(state, "state")
     user_meta = dict(metadata) if metadata else {}
-    meta = record_meta(tl.serializer, tree, user_meta, description, logic_step)
-    tree = tl.serializer.seal(tree)
+    cid = new_id()  # known before sealing: the ciphertexts are bound to it
+    meta = record_meta(
+        tl.serializer, tree, user_meta, description, logic_step,
+        namespace=tl.namespace, run_id=tl.name, checkpoint_id=cid,
+    )  # fmt: skip
+    tree = tl.serializer.seal(tree, checkpoint_place(tl.namespace, tl.name, cid, "state"))
     yield from _ensure_run(tl)
     branch = tl._current
     parent = tl._heads.get(branch) or merge_parent
@@ -174,7 +180,7 @@ def commit_locked(
     seq = tl._seq + 1
     record, node = new_checkpoint(
         tl.serializer, tl.name, seq, branch, parents, tree, meta, user_meta, description,
-        logic_step, failed=failed,
+        logic_step, failed=failed, checkpoint_id=cid, namespace=tl.namespace,
     )  # fmt: skip
     notice = _notice(tl, kind, branch, node.id, node)
     yield from _write(tl, "put_steps", ([record],), heads={branch: node.id}, **notice)

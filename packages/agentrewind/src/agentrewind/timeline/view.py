@@ -36,6 +36,8 @@ class TimelineView:
             raise TimelineError(f"a timeline needs a non-empty name, not {name!r}")
         self.name = name
         self.serializer = serializer
+        self.namespace = ""
+        """The store's namespace (part of the place its encrypted values are bound to)."""
         self.metrics: dict[str, int] = collections.Counter()
         """What this object did: checkpoints, rollbacks, branches, merges, errors, recoveries."""
         self._lock = threading.RLock()  # held by every write, and by reads that walk the graph
@@ -48,7 +50,9 @@ class TimelineView:
         for record in records:
             seq = max(seq, record.seq)
             if record.kind == "checkpoint":
-                nodes[record.step_id] = Checkpoint.from_record(record, self.serializer)
+                nodes[record.step_id] = Checkpoint.from_record(
+                    record, self.serializer, self.namespace
+                )
         cycle = find_cycle({cid: node.parents for cid, node in nodes.items()})
         if cycle is not None:  # every walk of the history would go round it forever
             raise CheckpointCycleError(self.name, cycle)
