@@ -361,20 +361,10 @@ class MemoryQueues(QueueBackend):
     def stats(self, queue: str | None = None) -> list[QueueStats]:
         with self.lock:
             now = time.time()
-            out = []
-            for name in sorted(self.queues) if queue is None else [queue]:
-                slots = self.queues.get(name, {})
-                if queue is None and not slots:
-                    continue
-                s = QueueStats(name)
-                for slot in slots.values():
-                    if slot.owner is not None and slot.expires_at >= now:
-                        s.in_flight += 1
-                        continue
-                    s.queued += 1
-                    s.delayed += slot.entry.not_before > now
-                    at = slot.entry.enqueued_at
-                    if s.oldest_enqueued_at is None or at < s.oldest_enqueued_at:
-                        s.oldest_enqueued_at = at
-                out.append(s)
-            return out
+            rows = [
+                (name, slot.owner is not None and slot.expires_at >= now,
+                 slot.entry.not_before > now, 1, slot.entry.enqueued_at)
+                for name, slots in self.queues.items()
+                for slot in slots.values()
+            ]  # fmt: skip
+        return stats_of(rows, queue)
