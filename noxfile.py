@@ -96,10 +96,14 @@ def lint(session: nox.Session) -> None:
 def core(session: nox.Session) -> None:
     """The core's tests with no LLM framework installed (stores: SQLite, Redis, PostgreSQL)."""
     sync(session, "redis", "postgres", "encryption")
-    # One process: tests/core measures its own process (tracemalloc in test_open_index, the
-    # server's clients in test_redis_io), and an xdist worker's channel thread allocates and
-    # connects meanwhile (with -n 2: 300 bytes a step held against a bound of 256).
-    session.run("pytest", "tests/core", *session.posargs, env={"AGENTREWIND_CORE_ONLY": "1"})
+    env = {"AGENTREWIND_CORE_ONLY": "1"}
+    if session.posargs:
+        session.run("pytest", "tests/core", *session.posargs, env=env)
+    else:
+        # Tests marked `solo` measure their own process (tracemalloc), where an xdist worker's
+        # channel thread would allocate meanwhile: they run in a process of their own first.
+        session.run("pytest", "tests/core", "-m", "solo", "-p", "no:xdist", env=env)
+        session.run("pytest", "tests/core", "-m", "not solo", *WORKERS, env=env)
     docs_blocks(session, "core")
 
 

@@ -126,7 +126,7 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_lower_layers_never_import_higher_ones() -> None:
     layers = [
-        {"errors", "ids", "diff", "tree", "serde", "records", "_flowsteps"},
+        {"errors", "ids", "diff", "tree", "serde", "records", "_flowsteps", "_callsite"},
         {"stores"},
         {"plugins", "telemetry"},
         {"journal", "timeline", "documents"},

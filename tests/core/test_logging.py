@@ -51,7 +51,11 @@ def test_divergence_and_incomplete_steps_are_logged(caplog: pytest.LogCaptureFix
         call = run.begin("tool", "charge", {"amount": 1}, side_effects=True)
         call.start()  # the process "dies" here: started, never completed
     caplog.set_level(logging.DEBUG, logger="agentrewind")
-    with pytest.warns(agentrewind.DivergenceWarning), middleware.run("plan") as run:
+    with (
+        pytest.warns(agentrewind.DivergenceWarning),
+        pytest.warns(agentrewind.RerunWarning),
+        middleware.run("plan") as run,
+    ):
         run.step("search", str.upper, "tablets")
         run.begin("tool", "charge", {"amount": 1}, side_effects=True)
     messages = [m for name, _, m in _lines(caplog) if name == "agentrewind.journal"]

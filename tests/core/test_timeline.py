@@ -15,6 +15,7 @@ import pytest
 
 import agentrewind
 from agentrewind import Timeline, TimelineError
+from agentrewind.tree import short_ids
 
 WRITES = {"checkpoint", "rollback", "branch", "switch_branch", "delete_branch", "merge", "refresh"}
 
@@ -94,7 +95,8 @@ async def test_rollback_moves_the_head_and_keeps_history(t: Driver) -> None:
     assert other.status(cps[4].id) == "rolled_back"
     assert other.status(new.id) == "head" and other.status(cps[0].id) == "active"
     tree = other.visualize_tree()
-    assert cps[4].id[-10:] in tree and "rolled back" in tree
+    short = short_ids(c.id for c in [*cps, new])  # the spelling `log` and `tree` print
+    assert f"{short[cps[4].id]}  " in tree and "rolled back" in tree
     with pytest.raises(TimelineError, match="only 3 checkpoint"):
         await t.rollback(steps=4)
     with pytest.raises(TimelineError, match="matches no checkpoint"):
@@ -234,14 +236,15 @@ async def test_visualize_tree_shows_branches_statuses_and_ids(t: Driver) -> None
     text = t.visualize_tree()
     lines = text.splitlines()
     assert lines[0].startswith("timeline agent: 4 checkpoint(s); branches: alt, main (HEAD)")
+    short = short_ids(c.id for c in (root, bad, alt, merged))  # what `agentrewind tree` prints
     by_id: dict[str, str] = {}
     for c in (root, bad, alt, merged):
-        by_id[c.id[-10:]] = next(ln for ln in lines if f" {c.id[-10:]}  " in ln)
-    assert "Root" in by_id[root.id[-10:]]
-    assert "[rolled back]" in by_id[bad.id[-10:]]
-    assert "<- alt" in by_id[alt.id[-10:]] and "confidence 0.9" in by_id[alt.id[-10:]]
-    assert f"merge of {alt.id[-10:]}" in by_id[merged.id[-10:]]
-    assert "<- main (HEAD)" in by_id[merged.id[-10:]]
+        by_id[c.id] = next(ln for ln in lines if f" {short[c.id]}  " in ln)
+    assert "Root" in by_id[root.id]
+    assert "[rolled back]" in by_id[bad.id]
+    assert "<- alt" in by_id[alt.id] and "confidence 0.9" in by_id[alt.id]
+    assert f"merge of {short[alt.id]}" in by_id[merged.id]
+    assert "<- main (HEAD)" in by_id[merged.id]
     assert "\x1b[" not in text and "\x1b[" in t.visualize_tree(color=True)
 
 

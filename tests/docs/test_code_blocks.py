@@ -1,4 +1,4 @@
-"""Every ```python block of the README, the docs site and each distribution's README runs.
+"""Every ```python block of the README, the docs site and each distribution's README runs, twice.
 
 Each block runs on its own, as a user would paste it, in a fresh directory and process. Blocks
 that import a framework carry its name in the test id (`langchain-...`, `langgraph-...`,
@@ -94,14 +94,17 @@ def test_block_runs(code: str, tmp_path: Path, request: pytest.FixtureRequest) -
     script = tmp_path / "block.py"
     script.write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "AGENTREWIND_STORE"}
-    ran = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
-    assert "Traceback" not in ran.stderr, ran.stderr
+    # Twice in a row, in the same directory and against the same stores: a user runs an example
+    # again, and the second run meets what the first one stored.
+    for attempt in ("first", "second"):
+        ran = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert ran.returncode == 0, f"{attempt} run:\n{ran.stdout}\n{ran.stderr}"
+        assert "Traceback" not in ran.stderr, f"{attempt} run:\n{ran.stderr}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,10 @@ def _attempt(mw: Middleware, run_id: str, out: Callable[[str], None]) -> tuple[A
 
 def demo(store: Store, out: Callable[[str], None] = print) -> None:
     """Run the agent twice against `store`: it fails in its second tool, then resumes."""
+    if importlib.util.find_spec("langchain") is None:  # the adapter needs langchain-core only
+        out("LangChain agent: skipped, it needs `langchain` for create_agent")
+        out('    pip install "agentrewind[langchain]"')
+        return
     mw = Middleware(store)
     run_id = f"lc-demo-{int(time.time() * 1000)}"
     out(f"LangChain agent (create_agent, offline scripted model), run id {run_id}")

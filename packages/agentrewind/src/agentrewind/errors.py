@@ -18,6 +18,7 @@ __all__ = [
     "QueueError",
     "RecordedStepError",
     "RedisPersistenceWarning",
+    "RerunWarning",
     "RunCancelledError",
     "RunFinishedError",
     "RunInterruptedError",
@@ -252,6 +253,18 @@ class DivergenceError(AgentRewindError):
 
 class DivergenceWarning(UserWarning):
     """Warning form of `DivergenceError` (the default when `strict=False`)."""
+
+
+class RerunWarning(UserWarning):
+    """A call that started in an earlier attempt and never completed ran again.
+
+    Its process died in it: whatever it did before dying (a payment, an e-mail) may now be
+    done twice.
+
+    Issued under `on_incomplete="rerun"` (the default), at the user's line that made the call.
+    Pass `agentrewind.idempotency_key()` downstream to make the second run harmless, or choose
+    `on_incomplete="skip"` or `"raise"` for that call.
+    """
 
 
 class IncompleteStepError(AgentRewindError):

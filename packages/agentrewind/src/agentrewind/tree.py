@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["TreeNode", "find_cycle", "render_tree", "short_id"]
+__all__ = ["MIN_PREFIX", "TreeNode", "find_cycle", "render_tree", "short_ids"]
 
 _ICONS = {"active": "●", "head": "◉", "rolled_back": "○", "failed": "✗", "merge": "◆"}
 _ASCII_ICONS = {"active": "*", "head": "@", "rolled_back": "o", "failed": "x", "merge": "+"}
@@ -28,17 +28,38 @@ class TreeNode:
     merged: list[str] = dataclasses.field(default_factory=list)
 
 
-def short_id(step_id: str) -> str:
-    """The distinctive part of an id: the random tail of a 32-digit time-ordered id."""
-    return step_id[-10:] if len(step_id) == 32 else step_id[:12]
+MIN_PREFIX = 8
+"""Shortest id prefix printed for a step (`log`, `tree`, the demo, `visualize_tree`, the viewer)."""
 
 
-def _line(node: TreeNode, color: bool, names: Mapping[str, str] | None, plain: bool) -> str:
+def short_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Each id's shortest unique prefix among `ids`: the one spelling every surface prints.
+
+    At least `MIN_PREFIX` characters, and never all digits, so that it cannot be read as a
+    sequence number; every command that takes a step accepts it.
+    """
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, sid in enumerate(ordered):
+        common = 0
+        for other in (ordered[i - 1] if i else "", ordered[i + 1] if i + 1 < len(ordered) else ""):
+            n = 0
+            while n < min(len(sid), len(other)) and sid[n] == other[n]:
+                n += 1
+            common = max(common, n)
+        size = max(MIN_PREFIX, common + 1)
+        while size < len(sid) and sid[:size].isdigit():
+            size += 1
+        out[sid] = sid[:size]
+    return out
+
+
+def _line(node: TreeNode, color: bool, names: Mapping[str, str], plain: bool) -> str:
     icons = _ASCII_ICONS if plain else _ICONS
     icon = icons["merge"] if node.merged else icons.get(node.status, icons["active"])
 
     def name(i: str) -> str:
-        return names.get(i, short_id(i)) if names is not None else short_id(i)
+        return names.get(i, i)
 
     text = f"{icon} {name(node.id)}  {node.label}"
     if node.merged:
@@ -65,13 +86,15 @@ def render_tree(
     Args:
         nodes: The nodes, parents before children.
         color: ANSI colours by status.
-        names: How to print each id (default `short_id`).
+        names: How to print each id (default: `short_ids` of the nodes').
         plain: Plain ASCII glyphs, for outputs that cannot encode the Unicode ones.
     """
     fork, last_fork, bar = ("|- ", "`- ", "|  ") if plain else ("├─ ", "└─ ", "│  ")
     if not nodes:
         return "(empty)"
     by_id = {n.id: n for n in nodes}
+    if names is None:
+        names = short_ids(by_id)
     children: dict[str | None, list[str]] = {}
     for n in nodes:
         parent = n.parent_id if n.parent_id in by_id else None

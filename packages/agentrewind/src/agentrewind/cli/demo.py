@@ -16,6 +16,7 @@ from ..journal.middleware import Middleware
 from ..plugins import demos
 from ..stores import Store
 from ..timeline import Timeline
+from ..tree import short_ids
 
 _flaky = {"fail": True}
 
@@ -104,9 +105,7 @@ def _timeline_story(store: Store, run_id: str, out: Any) -> None:
         "Generic draft",
         "draft",
     )
-    out(f"    checkpoint {generic.id[-10:]}: a generic draft (confidence 0.4)")
     tl.rollback()
-    out(f"    rolled back to {plan.id[-10:]} (the draft stays in the tree)")
     tl.branch("personal-touch")
     draft = "Hi Ada, your keyboard and mouse ship today. Thank you!"
     tl.checkpoint(
@@ -115,10 +114,13 @@ def _timeline_story(store: Store, run_id: str, out: Any) -> None:
         "Personal draft",
         "draft",
     )
-    out("    explored branch personal-touch: a personal draft (confidence 0.9)")
     tl.switch_branch("main")
     merged = tl.merge("personal-touch", strategy="prefer_higher_confidence")
-    out(f"    merged personal-touch into main -> {merged.id[-10:]}: {tl.get_state()['draft']!r}")
+    short = short_ids(n.id for n in tl.tree_nodes())  # as `tree`, `log` and the viewer print them
+    out(f"    checkpoint {short[generic.id]}: a generic draft (confidence 0.4)")
+    out(f"    rolled back to {short[plan.id]} (the draft stays in the tree)")
+    out("    explored branch personal-touch: a personal draft (confidence 0.9)")
+    out(f"    merged personal-touch into main -> {short[merged.id]}: {tl.get_state()['draft']!r}")
     out("")
     for line in tl.visualize_tree().splitlines():
         out(f"    {line}")

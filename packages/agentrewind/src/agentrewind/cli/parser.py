@@ -67,7 +67,8 @@ def _store_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     default = None if top else argparse.SUPPRESS
     g = p.add_argument_group("store")
     g.add_argument("--store", metavar="URL", default=default,
-                   help=f"store URL: sqlite:///path.db, redis://host:port/db, memory:// "
+                   help=f"store URL: sqlite:///path.db, redis://host:port/db, "
+                        f"postgresql://user@host/db, memory:// "
                         f"(default: $AGENTREWIND_STORE, else {DEFAULT_URL})")  # fmt: skip
     g.add_argument(
         "--namespace",

@@ -18,6 +18,7 @@ from ..plugins import load_group
 from ..records import RunInfo, StepRecord
 from ..serde.encryption import Encryption
 from ..stores import Store
+from ..tree import MIN_PREFIX, short_ids
 from .document import DOC_KIND, DocumentError
 from .transfer import fork_run
 
@@ -34,9 +35,6 @@ __all__ = [
     "run_steps",
     "warn",
 ]
-
-MIN_PREFIX = 8
-"""Shortest id prefix `log`, `tree` and friends print."""
 
 
 def run_sources() -> list[Any]:
@@ -110,25 +108,8 @@ def run_steps(store: Store, run_id: str) -> tuple[Located, list[StepRecord]]:
 
 
 def labels(steps: list[StepRecord]) -> dict[str, str]:
-    """Each step id's shortest unique prefix.
-
-    At least `MIN_PREFIX` characters, and never all digits, so that it cannot be read as a
-    sequence number.
-    """
-    ids = sorted({s.step_id for s in steps})
-    out: dict[str, str] = {}
-    for i, sid in enumerate(ids):
-        common = 0
-        for other in (ids[i - 1] if i else "", ids[i + 1] if i + 1 < len(ids) else ""):
-            n = 0
-            while n < min(len(sid), len(other)) and sid[n] == other[n]:
-                n += 1
-            common = max(common, n)
-        size = max(MIN_PREFIX, common + 1)
-        while size < len(sid) and sid[:size].isdigit():
-            size += 1
-        out[sid] = sid[:size]
-    return out
+    """Each step id's shortest unique prefix (`tree.short_ids`)."""
+    return short_ids(s.step_id for s in steps)
 
 
 def find_step(steps: list[StepRecord], ref: str, heads: dict[str, str] | None = None) -> StepRecord:

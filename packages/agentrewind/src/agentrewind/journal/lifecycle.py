@@ -68,6 +68,18 @@ class RecoveryOutcome:
     result: Any = None
     error: BaseException | None = None
 
+    @classmethod
+    def raised(cls, run_id: str, workflow: str | None, exc: Exception) -> RecoveryOutcome:
+        """How a run this process ran again ended, from what it raised."""
+        outcome: Outcome = "failed"
+        if isinstance(exc, RunCancelledError):
+            outcome = "cancelled"
+        elif isinstance(exc, RunInterruptedError):
+            outcome = "interrupted"
+        elif isinstance(exc, RunLockedError):
+            outcome = "claimed_elsewhere"
+        return cls(run_id, workflow, outcome, error=exc)
+
     @property
     def resumed(self) -> bool:
         """Whether this process ran the run again."""
@@ -108,12 +120,8 @@ class Claim:
         name = self.workflow.name
         try:
             result = self.workflow._run_in(self.ctx, self.payload)
-        except RunCancelledError as exc:
-            return RecoveryOutcome(self.info.run_id, name, "cancelled", error=exc)
-        except RunInterruptedError as exc:
-            return RecoveryOutcome(self.info.run_id, name, "interrupted", error=exc)
         except Exception as exc:
-            return RecoveryOutcome(self.info.run_id, name, "failed", error=exc)
+            return RecoveryOutcome.raised(self.info.run_id, name, exc)
         return RecoveryOutcome(self.info.run_id, name, "completed", result=result)
 
     async def aresume(self) -> RecoveryOutcome:
@@ -121,12 +129,8 @@ class Claim:
         name = self.workflow.name
         try:
             result = await self.workflow._arun_in(self.ctx, self.payload)
-        except RunCancelledError as exc:
-            return RecoveryOutcome(self.info.run_id, name, "cancelled", error=exc)
-        except RunInterruptedError as exc:
-            return RecoveryOutcome(self.info.run_id, name, "interrupted", error=exc)
         except Exception as exc:
-            return RecoveryOutcome(self.info.run_id, name, "failed", error=exc)
+            return RecoveryOutcome.raised(self.info.run_id, name, exc)
         return RecoveryOutcome(self.info.run_id, name, "completed", result=result)
 
 

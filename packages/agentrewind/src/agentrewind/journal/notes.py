@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .._callsite import warn_at_caller
+from ..errors import DivergenceWarning, RerunWarning
 from ..records import RunInfo
 
 MAX_NOTED = 1000
@@ -63,3 +65,19 @@ def divergence_message(run_id: str, kind: str, name: str, key: str, pending: int
         f"while {pending} recorded call(s) of the same site were not replayed; its "
         "input changed since the run was recorded, so it runs again"
     )
+
+
+def warn_rerun(run_id: str, key: str) -> None:
+    """A `RerunWarning` at the user's line: the call that runs again, and why it matters."""
+    warn_at_caller(
+        RerunWarning(
+            f"run {run_id!r}: {key!r} started in an earlier attempt and never completed (its "
+            "process died in it); it runs again, so an effect it had may happen twice "
+            "(pass agentrewind.idempotency_key() downstream, or on_incomplete='skip'/'raise')"
+        )
+    )
+
+
+def warn_divergence(message: str) -> None:
+    """A `DivergenceWarning` at the user's line."""
+    warn_at_caller(DivergenceWarning(message))

@@ -15,12 +15,11 @@ import hashlib
 import json
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, TypeVar, overload
 
-from ..errors import DivergenceError, DivergenceWarning, IncompleteStepError
+from ..errors import DivergenceError, IncompleteStepError
 from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
@@ -29,7 +28,7 @@ from .cache import begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
-from .notes import Notes, divergence_message, taken_over
+from .notes import Notes, divergence_message, taken_over, warn_divergence, warn_rerun
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -316,6 +315,7 @@ class Run:
                 return call
             with self._lock:
                 self.metrics.reruns += 1
+            warn_rerun(self.run_id, key)
         begin_cached(self, call, key_input)  # a `wrap(cache=[...])` site: the cross-run cache
         return call
 
@@ -328,7 +328,7 @@ class Run:
         self._emit("diverged", kind, name, key, message)
         if self.strict:
             raise DivergenceError(message)
-        warnings.warn(DivergenceWarning(message), stacklevel=4)
+        warn_divergence(message)
 
     # -- bookkeeping used by Call -----------------------------------------------------------
     def _record(

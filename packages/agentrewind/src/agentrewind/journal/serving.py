@@ -19,8 +19,6 @@ from typing import Any
 
 from ..errors import (
     QueueError,
-    RunCancelledError,
-    RunInterruptedError,
     RunLockedError,
 )
 from ..stores.leases import make_lease_owner
@@ -176,14 +174,8 @@ class Worker:
                     return RecoveryOutcome(run_id, name, "unknown_workflow")
                 # A second context on the same run joins this one (no second lease).
                 result = wf._run_in(self.mw.run(run_id), call.payload())
-        except RunCancelledError as exc:
-            return RecoveryOutcome(run_id, name, "cancelled", error=exc)
-        except RunInterruptedError as exc:
-            return RecoveryOutcome(run_id, name, "interrupted", error=exc)
-        except RunLockedError as exc:
-            return RecoveryOutcome(run_id, name, "claimed_elsewhere", error=exc)
         except Exception as exc:
-            return RecoveryOutcome(run_id, name, "failed", error=exc)
+            return RecoveryOutcome.raised(run_id, name, exc)
         return RecoveryOutcome(run_id, name, "completed", result=result)
 
     # -- the loop -------------------------------------------------------------------------

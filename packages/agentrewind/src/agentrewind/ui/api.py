@@ -15,7 +15,7 @@ from ..cli import views as _views
 from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
-from ..documents.locating import find_step
+from ..documents.locating import find_step, labels
 from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores import Store
 from ..stores.urls import redact_url
@@ -217,6 +217,7 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
     # What the CLI prints names a step here too: a sequence number or a short id.
     step = find_step(steps, step_id)
     data, step_id = step_json(step, output=True), step.step_id
+    data["short"] = labels(steps).get(step_id, step_id)  # the id as the CLI prints it
     for plugin in run_sources():
         detail = getattr(plugin, "step_detail", None)
         if getattr(plugin, "name", None) == source and callable(detail):
@@ -237,9 +238,11 @@ def graph(store: Store, run_id: str) -> dict[str, Any]:
         nodes = generic_nodes(steps, heads)
         branches = []
     at = {s.step_id: s for s in steps}
+    short = labels(steps)  # ids as the CLI prints them
     out = []
     for n in nodes:
         node = _node_json(n)
+        node["short"] = short.get(n.id, n.id)
         s = at.get(n.id)
         node["seq"] = s.seq if s else 0
         node["created_at"] = s.created_at if s else 0.0
@@ -249,7 +252,8 @@ def graph(store: Store, run_id: str) -> dict[str, Any]:
         out.append(node)
     current = heads.get(HEAD)
     return {"kind": TIMELINE if timeline else source, "nodes": out, "branches": branches,
-            "heads": {b: h for b, h in heads.items() if b != HEAD}, "current": current}  # fmt: skip
+            "heads": {b: h for b, h in heads.items() if b != HEAD}, "current": current,
+            "labels": short}  # fmt: skip
 
 
 def diff(store: Store, run_id: str, a: str, b: str) -> dict[str, Any]:

@@ -39,7 +39,8 @@ const runHref = (id) => `/runs/${enc(id)}`;
 function badge(text) { return h("span", { class: `badge ${text}` }, text); }
 function when(ts) { return ts ? new Date(ts * 1000).toLocaleString() : "–"; }
 function secs(x) { return x >= 1 ? `${x.toFixed(2)} s` : `${(x * 1000).toFixed(1)} ms`; }
-function short(id) { return id && id.length === 32 ? id.slice(-10) : String(id || "").slice(0, 12); }
+// Ids as the CLI prints them (the shortest unique prefix), sent by the API with each node and step.
+function short(id, labels) { return (labels && labels[id]) || String(id || ""); }
 
 async function getJSON(path) {
   const r = await fetch(path, { headers: { Accept: "application/json" } });
@@ -239,7 +240,7 @@ function graphSvg(g, selected, onPick) {
     const [x, y] = at(n.id);
     const cls = ["node", n.merged && n.merged.length ? "merge" : n.status, selected.includes(n.id) ? "selected" : ""].join(" ");
     const c = s("circle", { cx: x, cy: y, r: 9, class: cls, "data-node": n.id, tabindex: 0 },
-      s("title", {}, `${short(n.id)}  ${n.label}  [${n.status}]`));
+      s("title", {}, `${n.short || n.id}  ${n.label}  [${n.status}]`));
     c.addEventListener("click", () => onPick(n));
     svg.appendChild(c);
     if (n.refs && n.refs.length) svg.appendChild(s("text", { x: x - 8, y: y - 14, class: "ref" }, n.refs.join(", ")));
@@ -263,7 +264,7 @@ async function graphPage(token, runId, stepId) {
   const branches = g.branches.length ? h("table", { "data-testid": "branches" }, h("thead", {}, h("tr", {},
     ["branch", "head", "checkpoints"].map((x) => h("th", {}, x)))), h("tbody", {}, g.branches.map((b) =>
     h("tr", {}, h("td", {}, b.name, b.is_current ? " (current)" : ""),
-      h("td", {}, b.head ? link(`${base}/${enc(b.head)}`, short(b.head)) : "–"), h("td", {}, b.checkpoint_count))))) : null;
+      h("td", {}, b.head ? link(`${base}/${enc(b.head)}`, short(b.head, g.labels)) : "–"), h("td", {}, b.checkpoint_count))))) : null;
   render(...runHeader(data.run, "graph"),
     h("p", { class: "legend muted" }, h("span", {}, `${g.nodes.length} node(s)`), h("span", {}, "green: branch head"),
       h("span", {}, "grey: rolled back"), h("span", {}, "purple: merge"), h("span", {}, "red: failed")),
@@ -287,8 +288,8 @@ async function diffPage(token, runId, query) {
   const state = (x) => (x.detail && x.detail.channel_values) || x.output;
   render(h("h1", {}, `Diff in ${runId}`), h("p", {}, link(`${runHref(runId)}/graph`, "← graph")),
     h("ul", { class: "diff-list", "data-testid": "diff" }, items.length ? items : h("li", {}, "no differences")),
-    h("div", { class: "split" }, jsonPanel(`A: ${short(d.a.step_id)} ${d.a.meta.description || d.a.name}`, state(d.a)),
-      jsonPanel(`B: ${short(d.b.step_id)} ${d.b.meta.description || d.b.name}`, state(d.b))));
+    h("div", { class: "split" }, jsonPanel(`A: ${d.a.short || d.a.step_id} ${d.a.meta.description || d.a.name}`, state(d.a)),
+      jsonPanel(`B: ${d.b.short || d.b.step_id} ${d.b.meta.description || d.b.name}`, state(d.b))));
 }
 
 // -- metrics ----------------------------------------------------------------------------------
