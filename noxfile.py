@@ -158,7 +158,13 @@ def reliability(session: nox.Session) -> None:
     sync(session, "redis", "postgres", "langgraph", groups=groups)
     # PgBouncer in transaction mode in front of a scratch database (the tests start their own)
     apt_install(session, "/usr/sbin/pgbouncer", "pgbouncer")
-    session.run("pytest", "tests/reliability", *session.posargs)
+    if session.posargs:
+        session.run("pytest", "tests/reliability", *session.posargs)
+    else:
+        # Most of these tests wait (for a lease to lapse, a worker to die): two workers overlap
+        # the waits. Those marked `solo` measure timeouts to the second and run alone.
+        session.run("pytest", "tests/reliability", "-m", "solo", "-p", "no:xdist")
+        session.run("pytest", "tests/reliability", "-m", "not solo", *WORKERS)
 
 
 @nox.session

@@ -6,10 +6,16 @@ import json
 import os
 import signal
 import sys
+import warnings
 
 from lc_support import Flaky, contents, make_agent
 
+import agentrewind
 from agentrewind_langchain import Middleware
+
+# Run with -W error: every warning fails the attempt but the one a resume after a kill gives,
+# which is shown on stderr for the test to read.
+warnings.filterwarnings("default", category=agentrewind.RerunWarning)
 
 
 def main() -> None:

@@ -9,12 +9,15 @@ result is what both resumes must return.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _multicall import SCENARIOS, Counts, clean_run, measure
 from lc_support import contents
+
+import agentrewind
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:This process .* is multi-threaded, use of fork:DeprecationWarning"
@@ -55,5 +58,9 @@ def test_agentrewind_replays_the_calls_the_node_finished(tmp_path: Path, durable
     for scenario in SCENARIOS:
         workdir = tmp_path / scenario.name
         workdir.mkdir()
-        counts = measure(scenario, workdir, durable_url)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            counts = measure(scenario, workdir, durable_url)
+        # A call killed in flight that runs again says so; nothing else is warned about.
+        assert {w.category for w in seen} <= {agentrewind.RerunWarning}, seen
         check(counts, EXPECTED[scenario.name][1], clean_run(scenario, workdir))

@@ -42,6 +42,7 @@ def test_sigkill_inside_a_tool_then_resume_in_a_new_process(durable_url: str) ->
     assert report["lookups"] == 0  # the finished tool replayed
     assert report["emails"] == 1  # the killed tool call ran again (at-least-once)...
     assert report["reruns"] == 1  # ...counted as a rerun of a started call
+    assert second.stderr.count("RerunWarning") == 1 and "email" in second.stderr  # and said
     assert report["replay_hits"] == 3
 
     flaky = Flaky()

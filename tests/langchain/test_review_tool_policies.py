@@ -9,6 +9,7 @@ import pytest
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
+import agentrewind
 from agentrewind import IncompleteStepError
 from agentrewind_langchain import Middleware
 
@@ -48,7 +49,8 @@ def test_per_tool_policy_overrides_the_middleware(sqlite_url: str) -> None:
     mw = Middleware(sqlite_url, on_incomplete="raise")
     ran: list[int] = []
     wrapped = _crashed_inside(mw, "pol-rerun", ran, "rerun")
-    assert wrapped.invoke(1, {"configurable": {"thread_id": "pol-rerun"}}) == "sent 1"
+    with pytest.warns(agentrewind.RerunWarning):
+        assert wrapped.invoke(1, {"configurable": {"thread_id": "pol-rerun"}}) == "sent 1"
     assert ran == [1, 1]
     assert mw.metrics("pol-rerun").reruns == 1
     killed, step = mw.store.load_steps("pol-rerun")  # the killed attempt is kept

@@ -32,6 +32,9 @@ from _helpers import backend_url, server_sessions, settle, unique
 
 import agentrewind
 
+# Timeouts and lease expiries measured to the second: alone, not beside an xdist worker.
+pytestmark = pytest.mark.solo
+
 WORKER = str(Path(__file__).with_name("_chaos_worker.py"))
 TRIES = int(os.environ.get("AGENTREWIND_CHAOS_TRIES", "2"))
 LEASE = 0.6  # the stopped owner's lease; the parent waits past it before taking over

@@ -24,7 +24,8 @@ import agentrewind
 from agentrewind import StoreUnavailableError
 from postgres_support import step as rec
 
-pytestmark = pytest.mark.postgres
+# Deadlines measured to the second: alone, not beside an xdist worker.
+pytestmark = [pytest.mark.postgres, pytest.mark.solo]
 DEADLINE = 3.0
 
 

@@ -19,6 +19,9 @@ import agentrewind
 from agentrewind.errors import StoreUnavailableError
 from redis_support import RedisServer
 
+# Timeouts and lease expiries measured to the second: alone, not beside an xdist worker.
+pytestmark = pytest.mark.solo
+
 # Keeps the server busy for `ARGV[1]` ms: every other client waits (a script is atomic).
 _BUSY = """
 local t = redis.call('TIME')

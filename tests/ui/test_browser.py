@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import redirect_stdout
@@ -78,7 +80,21 @@ def _populate(store: Store, url: str) -> str:
     with mw.run(XSS_ID) as run:
         run.step("render", lambda: XSS_OUT)
     _langgraph_thread(url)
+    _crashed_run(url)
     return demo
+
+
+def _crashed_run(url: str) -> None:
+    """A run whose process died in its second call (status `crashed`)."""
+    code = (
+        "import os, sys, agentrewind\n"
+        "mw = agentrewind.Middleware(sys.argv[1])\n"
+        "with mw.run('crashed-run') as run:\n"
+        "    run.step('fetch', lambda: 1)\n"
+        "    run.step('charge', lambda: os._exit(9))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, url], check=False)
+    assert done.returncode == 9
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +232,25 @@ def test_metrics_page(page: Any, viewer: tuple[ViewerServer, str]) -> None:
     page.get_by_role("link", name="Metrics").click()
     page.locator("[data-testid=chart-replay_hits]").wait_for()
     assert int(page.locator("[data-metric='replay hits'] b").inner_text()) >= 2
+    # every chart names its axes and labels the y axis's range
+    chart = page.locator("[data-testid=chart-replay_hits]").inner_html()
+    assert "runs, oldest first" in chart and "replay hits" in chart
+    assert "cumulative" in page.locator("[data-testid=chart-seconds_saved]").inner_html()
     shot(page, "metrics")
+
+
+def test_a_crashed_run_says_how_to_resume_it(page: Any, viewer: tuple[ViewerServer, str]) -> None:
+    server, _ = viewer
+    page.goto(f"{server.url}runs/crashed-run")
+    hint = page.locator("[data-testid=resume-hint]")
+    hint.wait_for()
+    text = hint.inner_text()
+    assert 'middleware.run("crashed-run")' in text and "agentrewind worker" in text
+    assert page.locator(".badge.crashed").count() >= 1
+    page.goto(f"{server.url}runs/{quote(XSS_ID, safe='')}")  # a finished run: no hint
+    page.locator("[data-testid=chart-calls]").wait_for()
+    assert page.locator("[data-testid=resume-hint]").count() == 0
+    assert "time since the first call" in page.locator("[data-testid=chart-calls]").inner_html()
 
 
 def test_queues_page_and_queued_runs(page: Any, viewer: tuple[ViewerServer, str]) -> None:

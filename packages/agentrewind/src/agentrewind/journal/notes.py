@@ -71,8 +71,9 @@ def warn_rerun(run_id: str, key: str) -> None:
     """A `RerunWarning` at the user's line: the call that runs again, and why it matters."""
     warn_at_caller(
         RerunWarning(
-            f"run {run_id!r}: {key!r} started in an earlier attempt and never completed (its "
-            "process died in it); it runs again, so an effect it had may happen twice "
+            f"run {run_id!r}: {key!r} started in an earlier attempt and was never recorded as "
+            "completed (its process died in it, or its output could not be stored); it runs "
+            "again, so an effect it had may happen twice "
             "(pass agentrewind.idempotency_key() downstream, or on_incomplete='skip'/'raise')"
         )
     )

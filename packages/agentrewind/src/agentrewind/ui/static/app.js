@@ -171,6 +171,12 @@ async function runPage(token, runId, stepId) {
   const nodes = [...runHeader(run, "calls"), h("div", { class: "cards" },
     [["steps", run.steps], ["replay hits", run.replay_hits], ["tokens saved", run.tokens_saved],
       ["time saved", secs(run.seconds_saved)], ["failures", run.failures]].map(([k, v]) => h("div", { class: "card" }, h("b", {}, v), k)))];
+  if (run.status === "crashed") { // its process died: say how it comes back
+    nodes.push(h("div", { class: "hint", "data-testid": "resume-hint" },
+      h("b", {}, "This run's process died mid-run. "), "Finished calls replay when it resumes: run the same code with run id ",
+      h("code", {}, run.run_id), " (", h("code", {}, `with middleware.run("${run.run_id}"):`), "); a registered workflow is resumed by ",
+      h("code", {}, "agentrewind worker MODULE:middleware"), " or ", h("code", {}, `agentrewind resume ${run.run_id} --app MODULE:middleware`), "."));
+  }
   if (data.waterfall.rows.length) nodes.push(...waterfall(run, data.waterfall), callsChart(data.waterfall.rows));
   else nodes.push(h("p", { class: "muted" }, "No calls recorded yet."));
   nodes.push(detail);
@@ -293,12 +299,23 @@ async function diffPage(token, runId, query) {
 }
 
 // -- metrics ----------------------------------------------------------------------------------
+// Axes of a W x H chart with margin P: the y axis from 0 to its maximum, both axes named, the x
+// axis's ends labelled.
+function axes(W, H, P, yMax, yFmt, xName, yName, xFrom, xTo) {
+  return [s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }), s("line", { x1: P, y1: P, x2: P, y2: H, class: "grid" }),
+    s("text", { x: P - 4, y: H, class: "tick", "text-anchor": "end" }, "0"),
+    s("text", { x: P - 4, y: P + 4, class: "tick", "text-anchor": "end" }, yFmt(yMax)),
+    s("text", { x: P, y: H + 14, class: "tick" }, xFrom), s("text", { x: W - P, y: H + 14, class: "tick", "text-anchor": "end" }, xTo),
+    s("text", { x: W / 2, y: H + 28, class: "axis", "text-anchor": "middle" }, xName),
+    s("text", { x: 10, y: (H + P) / 2, class: "axis", transform: `rotate(-90 10 ${(H + P) / 2})`, "text-anchor": "middle" }, yName)];
+}
 function barChart(series, key, title) {
   const W = 640, H = 180, P = 30, n = Math.max(series.length, 1);
   const max = Math.max(1, ...series.map((r) => r[key]));
   const bw = Math.min((W - 2 * P) / n, 48);
-  const svg = s("svg", { width: W, height: H + 20, "data-testid": `chart-${key}` },
-    s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }), s("text", { x: 2, y: P - 8 }, `${title} (max ${max})`));
+  const first = series.length ? series[0].run_id : "", last = series.length ? series[series.length - 1].run_id : "";
+  const svg = s("svg", { width: W, height: H + 34, "data-testid": `chart-${key}` },
+    ...axes(W, H, P, max, String, "runs, oldest first", title, first, last), s("text", { x: P + 4, y: P - 8 }, `${title} (max ${max})`));
   series.forEach((r, i) => {
     const bh = ((H - P) * r[key]) / max;
     svg.appendChild(s("rect", { x: P + i * bw + 1, y: H - bh, width: Math.max(bw - 2, 1), height: bh, class: "bar" },
@@ -313,17 +330,18 @@ function lineChart(series, key, title, fmt) {
   const t0 = pts.length ? pts[0][0] : 0, t1 = pts.length ? pts[pts.length - 1][0] : 1;
   const max = Math.max(acc, 1e-9);
   const xy = pts.map(([t, v]) => [P + ((W - 2 * P) * (t - t0)) / Math.max(t1 - t0, 1e-9), H - ((H - P) * v) / max]);
-  return s("svg", { width: W, height: H + 20, "data-testid": `chart-${key}` }, s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }),
-    s("text", { x: 2, y: P - 8 }, `${title}: ${fmt(acc)} in total`),
+  return s("svg", { width: W, height: H + 34, "data-testid": `chart-${key}` },
+    ...axes(W, H, P, max, fmt, "time (run's last update)", `${title}, cumulative`, pts.length ? when(t0) : "", pts.length ? when(t1) : ""),
+    s("text", { x: P + 4, y: P - 8 }, `${title}: ${fmt(acc)} in total`),
     s("polyline", { class: "line", points: xy.map((p) => p.join(",")).join(" ") }));
 }
 function callsChart(rows) { // one run: executed and replayed calls, cumulative over its time axis
   const W = 640, H = 120, P = 30;
   const t0 = rows[0].start, t1 = Math.max(...rows.map((r) => r.end), t0 + 1e-3);
   const x = (t) => P + ((W - 2 * P) * (t - t0)) / (t1 - t0);
-  const svg = s("svg", { width: W, height: H + 24, "data-testid": "chart-calls" },
-    s("line", { x1: P, y1: H, x2: W - P, y2: H, class: "grid" }),
-    s("text", { x: 2, y: 14 }, "calls over time: executed (blue), replayed (green)"));
+  const svg = s("svg", { width: W, height: H + 34, "data-testid": "chart-calls" },
+    ...axes(W, H, P, rows.length, String, "time since the first call", "calls", "0 s", secs(t1 - t0)),
+    s("text", { x: P + 4, y: 14 }, "calls over time: executed (blue), replayed (green)"));
   [["executed", "line exec"], ["replayed", "line"]].forEach(([what, cls]) => {
     let n = 0;
     const pts = [[P, 0]]; // a step line: the count rises when a call ends
