@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 from li_helpers import Side, resume_here, run_flow
 
 import agentrewind
@@ -19,7 +20,7 @@ BEFORE_CRASH = ["llm:router:0", "tool:research", "llm:router:1", "llm:writer:2",
 def test_agent_workflow_killed_after_handoff(cluster_url, side, tmp_path):
     assert run_flow("team", cluster_url, "team-1", side, crash="rhyme") == -9
     assert side.lines() == BEFORE_CRASH
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pytest.warns(agentrewind.RerunWarning, match="rhyme"):
         warnings.simplefilter("error", DivergenceWarning)
         resumed = resume_here("team", cluster_url, "team-1", side)
     # the router's LLM calls, its tool and the handoff are not repeated; the writer's first

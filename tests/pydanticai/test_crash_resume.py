@@ -3,6 +3,7 @@ SQLite, Redis and PostgreSQL. Counters in a side file say what ran in each proce
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 import pytest
@@ -39,13 +40,18 @@ def test_killed_in_second_tool_resumes_paying_nothing_twice(durable_url, side, t
             ["llm:parallel:0", "enter:charge:a", "pay:charge:a", "enter:charge:b",
              "pay:charge:b", "enter:charge:c"]
         )  # fmt: skip
-    resumed = run_here(scenario, durable_url, "job-1", str(side.path))
+    tool, arg = crash.split(":")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        resumed = run_here(scenario, durable_url, "job-1", str(side.path))
+    # what was in flight (the tool; a delegating tool around it too) may pay twice: said
+    assert {w.category for w in seen} == {agentrewind.RerunWarning}, seen
+    assert any(f"tool:{tool}" in str(w.message) for w in seen), seen
     after = side.lines()[len(before) :]
     counts = Counter(side.lines())
     # nothing paid twice; every model request ran once over both processes
     assert all(n == 1 for line, n in counts.items() if line.startswith(("pay:", "llm:"))), counts
     # the call that was in flight runs again (it never finished), nothing else that finished
-    tool, arg = crash.split(":")
     assert counts[f"enter:{tool}:{arg}"] == 2
     assert f"enter:{tool}:{arg}" in after
     assert not any(line.startswith("llm:") for line in after if line in before)
