@@ -16,10 +16,12 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
 from ...errors import StoreConfigError, StoreError
 from . import _sql as Q
 
-__all__ = ["apply", "bind_tenant", "channel_secret", "enable_on", "parse"]
+__all__ = ["apply", "bind_tenant", "channel_secret", "enable_on", "parse", "row_security"]
 
 _MODE = """SELECT set_config(%(setting)s, %(ns)s, true), {s}.ar_namespace_ok(%(ns)s),
     coalesce((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)
@@ -138,3 +140,34 @@ def channel_secret(store: Any) -> str:
         if rows:
             return str(rows[0][0])
     raise StoreError(f"namespace {store.namespace!r}: its channel secret could not be read")
+
+
+def row_security(db: Any, schema: str, tables: Sequence[str], *, enable: bool) -> bool:
+    """Whether row-level security is on for `tables` of `schema`; `enable` turns it on.
+
+    Enabling needs the tables' owner: another role gets a `StoreError` saying so.
+    """
+
+    def check(conn: Any) -> bool:
+        with conn.transaction():
+            rows = conn.execute(
+                "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_namespace n"
+                " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s)",
+                (schema, list(tables)),
+            ).fetchall()
+            off = [name for name, on in rows if not on]
+            if not off or not enable:
+                return len(off) < len(rows)
+            for name in off:
+                try:
+                    with conn.transaction():
+                        conn.execute(f'ALTER TABLE "{schema}"."{name}" ENABLE ROW LEVEL SECURITY')
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise StoreError(
+                        f"row-level security is not enabled on {schema}.{name}, and this "
+                        "role cannot enable it: open the store once with rls=1 as the "
+                        "tables' owner"
+                    ) from exc
+            return True
+
+    return bool(db.call(check))

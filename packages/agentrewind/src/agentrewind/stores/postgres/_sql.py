@@ -90,16 +90,14 @@ NAMESPACE_OK_FUNCTION = """CREATE OR REPLACE FUNCTION {s}.ar_namespace_ok(p_ns T
 def policy(name: str, table: str) -> str:
     """The namespace policy `name` on `table` (through `ar_namespace_ok`)."""
     return (
-        f"CREATE POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) "
-        f"WITH CHECK ({NAMESPACE_OK})"
+        f"CREATE POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) WITH CHECK ({NAMESPACE_OK})"
     )
 
 
 def repolicy(name: str, table: str) -> str:
     """`policy`, for a table whose policy `name` compared the setting directly (before V4)."""
     return (
-        f"ALTER POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) "
-        f"WITH CHECK ({NAMESPACE_OK})"
+        f"ALTER POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) WITH CHECK ({NAMESPACE_OK})"
     )
 
 
