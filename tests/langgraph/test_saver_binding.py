@@ -82,7 +82,7 @@ def test_a_ciphertext_planted_at_another_place_is_refused(saver_url: str) -> Non
         assert saver.get_tuple(_cfg("x")).checkpoint["channel_values"]["log"] == ["x's secret"]  # type: ignore[union-attr]
         # x's latest checkpoint, values and writes, planted in thread y under x's own id
         _plant(saver, raw, "y", x)
-        with pytest.raises(DecryptionError, match="not bound to this place|another place"):
+        with pytest.raises(DecryptionError, match="another place"):
             saver.get_tuple(_cfg("y", x))
         # ... in thread x again, under another checkpoint id
         other = str(_cp(3, [])["id"])
