@@ -11,6 +11,7 @@ nobody could read.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -20,7 +21,7 @@ from agentrewind.adapters import DecryptionError
 from ._codec import _encrypting
 from ._rows import put_row, query_args, write_rows
 
-__all__ = ["refuse_sealed", "sealed", "sealed_copy_ops"]
+__all__ = ["probe_args", "refuse_sealed", "sealed", "sealed_copy_ops"]
 
 
 def sealed(saver: Any) -> bool:
@@ -28,10 +29,17 @@ def sealed(saver: Any) -> bool:
     return _encrypting(saver.serde)
 
 
-def refuse_sealed(saver: Any, src: str) -> None:
-    """Raise `DecryptionError` when `src` holds encrypted checkpoints (a saver without a key)."""
-    args = query_args({"configurable": {"thread_id": src}}, None, None, 1, False)
-    for raw in saver.backend.query(**args):
+def probe_args(src: str) -> dict[str, Any]:
+    """The backend `query` arguments reading `src`'s latest checkpoint (for `refuse_sealed`)."""
+    return query_args({"configurable": {"thread_id": src}}, None, None, 1, False)
+
+
+def refuse_sealed(src: str, raws: Iterable[Any]) -> None:
+    """Raise `DecryptionError` when `src` holds encrypted checkpoints (a saver without a key).
+
+    `raws`: what the backend's `query(**probe_args(src))` returned (sync or async).
+    """
+    for raw in raws:
         if "+" in raw.cp_type:
             raise DecryptionError(
                 f"thread {src!r} is encrypted: copying it binds each value to the new thread, "

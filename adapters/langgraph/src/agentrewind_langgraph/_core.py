@@ -28,7 +28,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owner
 
 from ._codec import ListDeltas, PutRow, matches, split_filter
-from ._copy import refuse_sealed, sealed, sealed_copy_ops
+from ._copy import probe_args, refuse_sealed, sealed, sealed_copy_ops
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases, claim_for_delete, deleted_error, lease_name
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
@@ -413,7 +413,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             for op in sealed_copy_ops(self, src, dst):
                 self.backend.execute(op)
             return
-        refuse_sealed(self, src)
+        refuse_sealed(src, self.backend.query(**probe_args(src)))
         self.backend.execute(self._copy_thread_op(source_thread_id, target_thread_id))
 
     def _copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Any:
