@@ -65,11 +65,8 @@ def apply(store: Any, rls: bool | str) -> None:
         return
     db.settings[Q.NAMESPACE_SETTING] = store.namespace
     if rls and not store.read_only:  # the owner: tables a tenant will find under the policies
-        from ._cache import PostgresCache
-        from ._queue import PostgresQueues
-
-        PostgresQueues(store)._tables()
-        PostgresCache(store)._tables()
+        store._open_queues()._tables()
+        store._open_cache()._tables()
     args = {
         "setting": Q.NAMESPACE_SETTING,
         "ns": store.namespace,
