@@ -91,6 +91,14 @@ def test_a_channel_name_cannot_be_computed_without_the_namespaces_secret(
                 assert again.channel("events") == channel  # type: ignore[attr-defined]
             with agentrewind.connect(postgres_url, namespace=f"{ns}-2") as other:
                 assert other.channel("events") != channel  # type: ignore[attr-defined]
+            from agentrewind.stores.postgres import PostgresStore
+
+            with PostgresStore(postgres_url, namespace=ns, read_only=True) as viewer:
+                assert viewer.channel("events") == channel  # a read-only subscriber agrees
+            with PostgresStore(postgres_url, namespace=f"{ns}-3", read_only=True) as first:
+                made = first.channel("events")  # a subscriber before any publisher
+            with agentrewind.connect(postgres_url, namespace=f"{ns}-3") as publisher:
+                assert publisher.channel("events") == made  # type: ignore[attr-defined]
             got = threading.Event()
             stop = store.listen(channel, lambda payload: got.set())  # type: ignore[attr-defined]
             try:

@@ -119,21 +119,20 @@ def channel_secret(store: Any) -> str:
     """The namespace's secret for NOTIFY channel names (made on first use).
 
     It is read under the namespace's policy: a role that cannot read the namespace cannot
-    compute its channel names. A read-only store only reads it.
+    compute its channel names.
     """
     args = {"ns": store.namespace, "secret": secrets.token_hex(16)}
-    if store.read_only:
-        row = store.db.fetchone(
-            store.render("SELECT secret FROM {s}.ar_channels WHERE ns = %(ns)s"), args
-        )
-        if row is None:
-            raise StoreError(
-                f"namespace {store.namespace!r} has no channel secret yet (nothing was ever "
-                "published in it): a read-only store cannot make one"
-            )
-        return str(row[0])
+    # (a read-only store makes it too when none exists yet: it is no user data, and a
+    # subscriber may come before the first publisher)
+    write = store.db.run if store.read_only else store.write
     for _ in range(2):  # (empty once: a concurrent first writer committed after our snapshot)
-        rows = store.write([(store.render(_SECRET), args)], fetch=0)
+        try:
+            rows = write([(store.render(_SECRET), args)], fetch=0)
+        except StoreError as exc:
+            raise StoreError(
+                f"namespace {store.namespace!r}: its channel secret (table ar_channels) could "
+                f"not be read or made: {exc}"
+            ) from exc
         if rows:
             return str(rows[0][0])
     raise StoreError(f"namespace {store.namespace!r}: its channel secret could not be read")
