@@ -68,6 +68,7 @@ def tenant_role(url: str, schema: str) -> Iterator[str]:
         conn.execute(
             f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'
         )
+        conn.execute(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
     parts = urlsplit(url)
     netloc = f"{role}@{parts.hostname}:{parts.port or 5432}"
     try:

@@ -71,3 +71,42 @@ def test_every_kind_of_change_arrives_once(postgres_url: str) -> None:
             "x:delete_branch",
         ]
         tl.close()
+
+
+def test_a_channel_name_cannot_be_computed_without_the_namespaces_secret(
+    postgres_url: str,
+) -> None:
+    import hashlib
+
+    ns = f"n-{uuid.uuid4().hex[:8]}"
+    # What any role could compute before: the name from the schema, namespace and timeline.
+    guessed = "ar_" + hashlib.sha1(f"public\0{ns}\0events".encode()).hexdigest()
+    heard: list[str] = []
+    with psycopg.connect(postgres_url, autocommit=True) as eavesdropper:
+        eavesdropper.execute(f'LISTEN "{guessed}"')
+        with agentrewind.connect(postgres_url, namespace=ns) as store:
+            channel = store.channel("events")  # type: ignore[attr-defined]
+            assert channel != guessed and len(channel) <= 63
+            with agentrewind.connect(postgres_url, namespace=ns) as again:
+                assert again.channel("events") == channel  # type: ignore[attr-defined]
+            with agentrewind.connect(postgres_url, namespace=f"{ns}-2") as other:
+                assert other.channel("events") != channel  # type: ignore[attr-defined]
+            from agentrewind.stores.postgres import PostgresStore
+
+            with PostgresStore(postgres_url, namespace=ns, read_only=True) as viewer:
+                assert viewer.channel("events") == channel  # a read-only subscriber agrees
+            with PostgresStore(postgres_url, namespace=f"{ns}-3", read_only=True) as first:
+                made = first.channel("events")  # a subscriber before any publisher
+            with agentrewind.connect(postgres_url, namespace=f"{ns}-3") as publisher:
+                assert publisher.channel("events") == made  # type: ignore[attr-defined]
+            got = threading.Event()
+            stop = store.listen(channel, lambda payload: got.set())  # type: ignore[attr-defined]
+            try:
+                tl = Timeline("events", store=store)
+                tl.checkpoint({"n": 1})
+                assert got.wait(5)  # the timeline's own listeners still hear it
+                tl.close()
+            finally:
+                stop()
+        heard = [n.payload for n in eavesdropper.notifies(timeout=0.5, stop_after=1)]
+    assert heard == []

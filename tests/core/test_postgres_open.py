@@ -139,7 +139,7 @@ def test_runs_written_before_version_3_still_open(postgres_url: str, schema: str
     # altered record refuses the open, as it did before.
     key, data = _alter_output(postgres_url, schema, 7)
     with agentrewind.connect(url) as store:
-        assert store.schema_version == PG_SCHEMA_VERSION == 3  # type: ignore[attr-defined]
+        assert store.schema_version == PG_SCHEMA_VERSION == 4  # type: ignore[attr-defined]
     assert "site" in {c for (c,) in _sql(postgres_url, columns)}
     with (
         closing(Middleware(url)) as mw,

@@ -88,6 +88,43 @@ def test_a_tenant_saver_sees_only_its_namespace(postgres_url: str) -> None:
             assert b.get_tuple(_cfg("t")) is not None
 
 
+def test_with_roles_bound_a_tenant_role_cannot_reach_another_namespaces_threads(
+    postgres_url: str,
+) -> None:
+    from agentrewind.errors import StoreError
+
+    schema = f"lgrole_{uuid.uuid4().hex[:8]}"
+    owner = RewindSaver(f"{postgres_url}?schema={schema}&rls=role&namespace=admin")
+    try:
+        with tenant_role(postgres_url, schema) as url_a, tenant_role(postgres_url, schema) as url_b:
+            role_a, role_b = (url.split("//")[1].split("@")[0] for url in (url_a, url_b))
+            owner.store.bind_tenant(role_a, "a")  # type: ignore[attr-defined]
+            owner.store.bind_tenant(role_b, "b")  # type: ignore[attr-defined]
+            with RewindSaver(f"{url_b}?schema={schema}&namespace=b") as b:
+                b.put(_cfg("t"), _cp(1), {"step": 1, "who": "b"}, {"x": "0000000002"})
+            with pytest.raises(StoreError, match="may not open namespace 'b'"):
+                RewindSaver(f"{url_a}?schema={schema}&namespace=b")
+            with RewindSaver(f"{url_a}?schema={schema}&namespace=a") as a:
+                store: Any = a.store
+
+                def crafted(conn: Any) -> tuple[int, int]:
+                    with conn.transaction():
+                        conn.execute("SELECT set_config('agentrewind.namespace', 'b', true)")
+                        seen = conn.execute(
+                            store.render("SELECT count(*) FROM {s}.lg_checkpoints")
+                        ).fetchone()[0]
+                        gone = conn.execute(
+                            store.render("DELETE FROM {s}.lg_threads WHERE ns = 'b'")
+                        ).rowcount
+                    return int(seen), int(gone)
+
+                assert store.db.call(crafted) == (0, 0)
+            with RewindSaver(f"{url_b}?schema={schema}&namespace=b") as b:
+                assert b.get_tuple(_cfg("t")).metadata["who"] == "b"  # type: ignore[union-attr]
+    finally:
+        owner.close()
+
+
 def test_a_superstep_on_a_known_thread_is_one_statement_with_its_held_writes(
     postgres_url: str,
 ) -> None:

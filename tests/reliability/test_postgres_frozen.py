@@ -4,13 +4,14 @@ A private cluster (this test's own) has every server process SIGSTOPped: the ker
 acknowledges the client's bytes, so no TCP timeout fires and `lock_timeout` (enforced by the
 frozen server) never does. The store's client-side deadline ends each operation in
 `StoreUnavailableError` naming the server within the deadline plus one second, and once the
-server is continued the next operation goes through, nothing lost. (The async path has the
-same watchdog; its frozen-server test is not here yet: run after this one it hung in the
-async pool's connect, which is not understood yet.)
+server is continued the next operation goes through, nothing lost. The async path (the
+event loop's pool, the same watchdog) is held to the same, in the same process after the
+sync test, with no wait after the thaw.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -93,6 +94,36 @@ def test_every_operation_on_a_frozen_server_fails_within_the_deadline(
     finally:
         _signal(cluster, signal.SIGCONT)
         store.close()
+
+
+async def test_every_async_operation_on_a_frozen_server_fails_within_the_deadline(
+    cluster: PrivateCluster,
+) -> None:
+    store = agentrewind.connect(f"{cluster.url}?deadline={DEADLINE}&lock_timeout=1")
+    try:
+        assert (await store.aacquire_lease("r", "A", 60)).acquired
+        await store.abegin_run("r", owner="A")
+        await store.aput_step(rec("r", "one", 1), owner="A")
+        _signal(cluster, signal.SIGSTOP)
+        for attempt in (
+            lambda: store.aput_step(rec("r", "two", 2), owner="A"),
+            lambda: store.aload_steps("r"),
+            lambda: store.alist_runs(),
+        ):
+            t0 = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as caught:
+                await asyncio.wait_for(attempt(), DEADLINE + 30)  # (a hang fails, not blocks)
+            took = time.monotonic() - t0
+            assert took <= DEADLINE + 1.0, took
+            assert str(cluster.port) in str(caught.value)
+        _signal(cluster, signal.SIGCONT)
+        await store.aput_step(rec("r", "four", 4), owner="A")  # back: it goes through
+        keys = [s.key for s in await store.aload_steps("r")]
+        assert keys[0] == "one" and keys[-1] == "four"
+        assert set(keys) <= {"one", "two", "four"}
+    finally:
+        _signal(cluster, signal.SIGCONT)
+        await store.aclose()
 
 
 def test_a_bad_deadline_is_refused() -> None:

@@ -144,6 +144,52 @@ def test_a_pool_that_gave_up_reconnecting_is_used_again_after_the_outage(
         assert [s.key for s in store.load_steps("r")] == ["s0", "s1", "s2"]
 
 
+def test_an_outage_the_store_recovers_from_is_one_warning_not_the_pools_dozens(
+    cluster: PrivateCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from psycopg_pool import ConnectionPool
+
+    caplog.set_level(logging.WARNING, logger="psycopg.pool")
+    caplog.set_level(logging.INFO, logger="agentrewind")  # (last: it sets the handler's level)
+    url = f"{cluster.url}?namespace=quiet&connect_timeout=1&max_size=4"
+    with agentrewind.connect(url) as store:
+        store.begin_run("r")
+        # four pooled connections, each broken by the restart
+        threads = [threading.Thread(target=store.get_run, args=("r",)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+        def fail() -> None:
+            with pytest.raises(StoreUnavailableError):
+                store.get_run("r")
+
+        for outage in range(2):  # each outage: one line
+            _outage(cluster, fail)
+            for i in range(4):
+                store.put_step(rec("r", f"s{outage}{i}", i + 1))
+    ours = [r for r in caplog.records if r.name.startswith("agentrewind")]
+    pools = [r for r in caplog.records if r.name == "psycopg.pool" and r.levelno >= logging.WARNING]
+    assert pools == [], [r.getMessage() for r in pools]
+    warned = [r.getMessage() for r in ours if r.levelno == logging.WARNING]
+    assert len(warned) == 2 and all(f"127.0.0.1:{cluster.port}" in m for m in warned), warned
+    back = [r.getMessage() for r in ours if r.levelno == logging.INFO and "again" in r.getMessage()]
+    assert len(back) == 2 and all(" folded)" in m for m in back), back
+    # an application's own pool keeps its warnings
+    caplog.clear()
+    cluster.stop("fast")
+    other = ConnectionPool(cluster.url, min_size=1, open=False, name="theirs")
+    try:
+        other.open(wait=False)
+        time.sleep(1.5)
+    finally:
+        other.close(timeout=1)
+    assert any(r.name == "psycopg.pool" for r in caplog.records)
+
+
 async def test_after_a_long_outage_the_first_async_operation_goes_through(
     cluster: PrivateCluster,
 ) -> None:

@@ -27,7 +27,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owner
 
-from ._codec import ListDeltas, PutRow, decode_metadata, matches, split_filter
+from ._codec import ListDeltas, PutRow, matches, split_filter
+from ._copy import probe_args, refuse_sealed, sealed, sealed_copy_ops
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases, claim_for_delete, deleted_error, lease_name
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
@@ -36,6 +37,7 @@ from ._rows import (
     find_seeds,
     put_row,
     query_args,
+    raw_metadata,
     thread_config,
     to_tuple,
     write_rows,
@@ -156,7 +158,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if left is not None and left <= 0:
                 return
             if not exact:
-                md = decode_metadata(self.serde, raw.md_text, raw.md_type, raw.md_blob)
+                md = raw_metadata(self.serde, raw)
                 if not matches(md, filter):
                     continue
             if left is not None:
@@ -227,9 +229,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         chain = self.backend.parent_chain(thread_id, cns, cid)[1:]
         pairs = list({(ch, vers[ch]) for _, _, vers in chain for ch in channels if ch in vers})
         values = self.backend.blob_values(thread_id, cns, pairs)
-        seeds, needed = find_seeds(self.serde, chain, channels, values)
+        seeds, needed = find_seeds(self.serde, chain, channels, values, (thread_id, cns))
         writes = self.backend.writes_for(thread_id, cns, list(needed))
-        return collect_history(self.serde, chain, channels, seeds, needed, writes)
+        return collect_history(self.serde, chain, channels, seeds, needed, writes, (thread_id, cns))
 
     # -- writes: each builds its backend operation with a `_*_op` helper shared with the
     # async twin, then runs it with `backend.execute` (async: `backend.aexecute`) --------------
@@ -313,7 +315,7 @@ class SaverCore(BaseCheckpointSaver[str]):
     ) -> builtins.list[Any]:
         """The operations to run now: none when the writes are held for the next `put`."""
         conf = config["configurable"]
-        rows = write_rows(self.serde, writes, task_id, task_path)
+        rows = write_rows(self.serde, writes, task_id, task_path, config)
         held = HeldWrites(
             str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"], rows,
             time.time(),
@@ -398,8 +400,20 @@ class SaverCore(BaseCheckpointSaver[str]):
         return self.backend.delete_for_runs_op(list(run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread's whole history (every namespace, value and write) to another id."""
+        """Copy a thread's whole history (every namespace, value and write) to another id.
+
+        An encrypting saver decrypts each value and seals it again for the new thread (its
+        ciphertexts are bound to their thread); a saver without the key refuses to copy an
+        encrypted thread (`DecryptionError`, nothing copied). See `_copy`.
+        """
         self._flush(str(source_thread_id))
+        src, dst = str(source_thread_id), str(target_thread_id)
+        if sealed(self):
+            self._deltas.forget(dst)
+            for op in sealed_copy_ops(self, src, dst):
+                self.backend.execute(op)
+            return
+        refuse_sealed(src, self.backend.query(**probe_args(src)))
         self.backend.execute(self._copy_thread_op(source_thread_id, target_thread_id))
 
     def _copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Any:

@@ -30,11 +30,13 @@ from ._codec import (
     PutRow,
     RawTuple,
     WriteRow,
+    _encrypting,
     decode_metadata,
     encode_metadata,
     split_filter,
     vstr,
 )
+from ._serde import at, checkpoint_record, value_record, write_record
 
 __all__ = [
     "Chain",
@@ -42,6 +44,7 @@ __all__ = [
     "find_seeds",
     "put_row",
     "query_args",
+    "raw_metadata",
     "thread_config",
     "to_tuple",
     "write_rows",
@@ -76,7 +79,13 @@ def _epoch(ts: str | None) -> float:
 
 
 def to_tuple(serde: SerializerProtocol, raw: RawTuple) -> CheckpointTuple:
-    """Deserialize a stored checkpoint into LangGraph's `CheckpointTuple`."""
+    """Deserialize a stored checkpoint into LangGraph's `CheckpointTuple`.
+
+    With an encrypting serde each value is read at its place (see `_serde.at`): a ciphertext
+    copied from another thread, checkpoint or channel is a `DecryptionError`.
+    """
+    if _encrypting(serde):
+        return _sealed_tuple(serde, raw)
     loads = serde.loads_typed
     checkpoint = loads((raw.cp_type, raw.checkpoint))
     checkpoint["id"] = raw.checkpoint_id
@@ -90,6 +99,41 @@ def to_tuple(serde: SerializerProtocol, raw: RawTuple) -> CheckpointTuple:
             thread_config(raw.thread_id, raw.cns, raw.parent_id) if raw.parent_id else None
         ),
         pending_writes=[(task, ch, loads((typ, val))) for task, ch, typ, val in raw.writes],
+    )
+
+
+def raw_metadata(serde: SerializerProtocol, raw: RawTuple) -> Any:
+    """A stored checkpoint's metadata (read at its place when encrypted)."""
+    if not _encrypting(serde):
+        return decode_metadata(serde, raw.md_text, raw.md_type, raw.md_blob)
+    with at(raw.thread_id, checkpoint_record(raw.cns, raw.checkpoint_id), "metadata"):
+        return decode_metadata(serde, raw.md_text, raw.md_type, raw.md_blob)
+
+
+def _sealed_tuple(serde: SerializerProtocol, raw: RawTuple) -> CheckpointTuple:
+    """`to_tuple` of an encrypting saver: every value read at its place."""
+    loads, tid, cns, cid = serde.loads_typed, raw.thread_id, raw.cns, raw.checkpoint_id
+    record = checkpoint_record(cns, cid)
+    with at(tid, record, "checkpoint"):
+        checkpoint = loads((raw.cp_type, raw.checkpoint))
+    metadata = raw_metadata(serde, raw)
+    values = {}
+    for ch, typed in raw.values.items():
+        with at(tid, value_record(cns, raw.versions.get(ch, "")), ch):
+            values[ch] = loads(typed)
+    writes: list[PendingWrite] = []
+    for task, ch, typ, val in raw.writes:
+        with at(tid, write_record(cns, cid, task), ch):
+            writes.append((task, ch, loads((typ, val))))
+    checkpoint["id"] = cid
+    checkpoint["channel_versions"] = dict(raw.versions)
+    checkpoint["channel_values"] = values
+    return CheckpointTuple(
+        config=thread_config(tid, cns, cid),
+        checkpoint=checkpoint,
+        metadata=metadata,
+        parent_config=thread_config(tid, cns, raw.parent_id) if raw.parent_id else None,
+        pending_writes=writes,
     )
 
 
@@ -111,16 +155,28 @@ def put_row(
     # `id` and `channel_versions` are stored in columns of their own, the values apart.
     c = {k: v for k, v in checkpoint.items() if k not in _APART}
     values: Mapping[str, Any] = checkpoint.get("channel_values") or {}
-    cp_type, cp_bytes = serde.dumps_typed(c)
-    dumps, row = serde.dumps_typed, deltas.row
-    # A channel versioned without a value (cleared, or a DeltaChannel step) gets no row.
-    blobs = [
-        row(thread_id, cns, ch, vstr(version), dumps(values[ch]))
-        for ch, version in new_versions.items()
-        if ch in values
-    ]
     md = get_checkpoint_metadata(config, metadata)
-    md_text, md_type, md_blob = encode_metadata(serde, md)
+    dumps, row = serde.dumps_typed, deltas.row
+    if _encrypting(serde):  # each value sealed at its place (see `_serde.at`)
+        record = checkpoint_record(cns, checkpoint["id"])
+        with at(thread_id, record, "checkpoint"):
+            cp_type, cp_bytes = dumps(c)
+        with at(thread_id, record, "metadata"):
+            md_text, md_type, md_blob = encode_metadata(serde, md)
+        blobs = []
+        for ch, version in new_versions.items():
+            if ch in values:
+                with at(thread_id, value_record(cns, vstr(version)), ch):
+                    blobs.append(row(thread_id, cns, ch, vstr(version), dumps(values[ch])))
+    else:
+        cp_type, cp_bytes = dumps(c)
+        # A channel versioned without a value (cleared, or a DeltaChannel step) gets no row.
+        blobs = [
+            row(thread_id, cns, ch, vstr(version), dumps(values[ch]))
+            for ch, version in new_versions.items()
+            if ch in values
+        ]
+        md_text, md_type, md_blob = encode_metadata(serde, md)
     run_id = md.get("run_id")
     return PutRow(
         thread_id=thread_id,
@@ -142,12 +198,26 @@ def put_row(
 
 
 def write_rows(
-    serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    serde: SerializerProtocol,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+    config: RunnableConfig,
 ) -> list[WriteRow]:
-    """Serialize the pending writes of one task (special channels get their fixed index)."""
+    """Serialize the pending writes of one task (special channels get their fixed index).
+
+    `config` names the checkpoint they belong to (an encrypting serde seals them there).
+    """
     rows = []
+    conf = config["configurable"]
+    sealed = _encrypting(serde)
+    record = write_record(conf.get("checkpoint_ns", ""), conf.get("checkpoint_id") or "", task_id)
     for idx, (channel, value) in enumerate(writes):
-        typ, data = serde.dumps_typed(value)
+        if sealed:
+            with at(str(conf["thread_id"]), record, channel):
+                typ, data = serde.dumps_typed(value)
+        else:
+            typ, data = serde.dumps_typed(value)
         rows.append(
             WriteRow(task_id, WRITES_IDX_MAP.get(channel, idx), task_path, channel, typ, data)
         )
@@ -159,8 +229,11 @@ def find_seeds(
     chain: Chain,
     channels: Sequence[str],
     values: Mapping[tuple[str, str], tuple[str, bytes] | None],
+    where: tuple[str, str] = ("", ""),
 ) -> tuple[dict[str, Any], dict[str, set[str]]]:
     """Walk the ancestors (newest first) until each channel has a stored value (its seed).
+
+    `where`: the thread and checkpoint namespace (the values' place, when encrypted).
 
     Returns:
         `(seeds, needed)`: the seed value per channel that has one, and per ancestor visited
@@ -176,7 +249,8 @@ def find_seeds(
         for ch in list(remaining):
             typed = values.get((ch, versions[ch])) if ch in versions else None
             if typed is not None:
-                seeds[ch] = serde.loads_typed(typed)
+                with at(where[0], value_record(where[1], versions[ch]), ch):
+                    seeds[ch] = serde.loads_typed(typed)
                 remaining.discard(ch)
     return seeds, needed
 
@@ -188,13 +262,15 @@ def collect_history(
     seeds: Mapping[str, Any],
     needed: Mapping[str, set[str]],
     writes: Mapping[str, list[StoredWrite]],
+    where: tuple[str, str] = ("", ""),
 ) -> dict[str, DeltaChannelHistory]:
     """Each channel's writes, oldest ancestor first, after its seed (`find_seeds`)."""
     collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
     for ancestor, _, _ in reversed([c for c in chain if c[0] in needed]):
         for task, ch, typ, val in writes.get(ancestor, []):
             if ch in needed[ancestor]:
-                collected[ch].append((task, ch, serde.loads_typed((typ, val))))
+                with at(where[0], write_record(where[1], ancestor, task), ch):
+                    collected[ch].append((task, ch, serde.loads_typed((typ, val))))
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": collected[ch]}

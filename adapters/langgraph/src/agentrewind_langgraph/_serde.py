@@ -26,7 +26,11 @@ __all__ = [
     "BoundEncryptedSerializer",
     "SafeSerializer",
     "UnsafeCheckpointError",
+    "at",
+    "checkpoint_record",
     "encrypted",
+    "value_record",
+    "write_record",
 ]
 
 _BLOCKED: contextvars.ContextVar[list[SerdeEvent] | None] = contextvars.ContextVar(
@@ -103,16 +107,63 @@ class SafeSerializer(JsonPlusSerializer):
         return value
 
 
+_PLACE: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
+    "agentrewind_lg_place", default=None
+)
+"""The place of the value being (de)serialized: `(thread, record, field)` (see `at`)."""
+
+
+class at:
+    """The place of the values serialized inside: a thread's record and field.
+
+    `RewindSaver` wraps each (de)serialization of a checkpoint, its metadata, a channel value
+    and a pending write in one, so its ciphertext is bound to where it is stored.
+    """
+
+    __slots__ = ("_place", "_token")
+
+    def __init__(self, thread: str, record: str, field: str) -> None:
+        self._place = (thread, record, field)
+        self._token: contextvars.Token[tuple[str, str, str] | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _PLACE.set(self._place)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _PLACE.reset(self._token)
+
+
+def checkpoint_record(cns: str, checkpoint_id: str) -> str:
+    """The record of a checkpoint (and of its metadata) in a thread."""
+    return f"checkpoint {cns!r} {checkpoint_id!r}"
+
+
+def value_record(cns: str, version: str) -> str:
+    """The record of a channel value (field: the channel): values are keyed by version."""
+    return f"channel value {cns!r} version {version!r}"
+
+
+def write_record(cns: str, checkpoint_id: str, task_id: str) -> str:
+    """The record of a task's pending write at a checkpoint (field: the channel)."""
+    return f"pending write {cns!r} {checkpoint_id!r} task {task_id!r}"
+
+
 class AesGcmCipher(CipherProtocol):
     """LangGraph's cipher protocol over agentrewind's `Encryption` (AES-GCM, key rotation).
 
-    Every ciphertext is bound (AES-GCM associated data) to the saver's store namespace: a
-    value copied from another namespace's thread fails authentication. Binding to the thread
-    and checkpoint is not done yet (a thread copy, `copy_thread`, copies ciphertexts as they
-    are).
+    Each ciphertext the saver stores is bound (AES-GCM associated data) to its place: the
+    store namespace, the thread, the record (a checkpoint's id, a channel value's version, a
+    pending write's checkpoint and task) and the field (the channel), under the cipher name
+    `ar-aesgcm-p`. A value copied to another thread, checkpoint or channel fails
+    authentication there (`DecryptionError`). Values serialized outside a place (LangGraph's
+    node cache) are bound to the namespace only (`ar-aesgcm`), and a place never accepts
+    those, except in migration mode (`Encryption(migrate=True)`: values written before the
+    binding).
     """
 
     name = "ar-aesgcm"
+    placed = "ar-aesgcm-p"
 
     def __init__(self, encryption: Encryption, namespace: str = "") -> None:
         self.encryption = encryption
@@ -121,20 +172,49 @@ class AesGcmCipher(CipherProtocol):
     @property
     def place(self) -> str:
         """How errors name where values are read."""
-        return f"LangGraph saver (namespace {self.namespace!r})"
+        where = _PLACE.get()
+        if where is None:
+            return f"LangGraph saver (namespace {self.namespace!r})"
+        thread, record, field = where
+        return (
+            f"LangGraph saver thread {thread!r} {record} field {field!r} "
+            f"(namespace {self.namespace!r})"
+        )
 
     def _aad(self) -> bytes:
         return place(self.namespace, "", "langgraph saver", "value")
 
+    def _placed_aad(self, where: tuple[str, str, str]) -> bytes:
+        return place(self.namespace, where[0], f"langgraph {where[1]}", where[2])
+
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
-        """Encrypt with the current key."""
-        return self.name, self.encryption.encrypt(plaintext, self._aad())
+        """Encrypt with the current key, bound to the current place (see `at`)."""
+        where = _PLACE.get()
+        if where is None:
+            return self.name, self.encryption.encrypt(plaintext, self._aad())
+        return self.placed, self.encryption.encrypt(plaintext, self._placed_aad(where))
 
     def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
-        """Decrypt with whichever configured key wrote it (`DecryptionError` otherwise)."""
-        if ciphername != self.name:
-            raise DecryptionError(f"stored value uses cipher {ciphername!r}, not {self.name!r}")
-        return self.encryption.decrypt(ciphertext, self._aad(), self.place)
+        """Decrypt with whichever configured key wrote it, at the current place.
+
+        Raises:
+            DecryptionError: No configured key wrote it, its bytes were altered, it was
+                written at another place (thread, checkpoint, channel) or namespace, or it is
+                bound to the namespace only where a place is expected (outside migration mode).
+        """
+        where = _PLACE.get()
+        if where is not None and ciphername == self.placed:
+            return self.encryption.decrypt(ciphertext, self._placed_aad(where), self.place)
+        if ciphername == self.name and (where is None or self.encryption.migrate):
+            return self.encryption.decrypt(ciphertext, self._aad(), self.place)
+        if ciphername in (self.name, self.placed):
+            raise DecryptionError(
+                f"{self.place}: the stored value's ciphertext is not bound to this place "
+                f"(cipher {ciphername!r}): copied here from another place, or written before "
+                "agentrewind bound the saver's values to their place (then read it in "
+                "migration mode: Encryption(key, migrate=True)); refused"
+            )
+        raise DecryptionError(f"stored value uses cipher {ciphername!r}, not {self.placed!r}")
 
 
 def plaintext_refused(cipher: AesGcmCipher, what: str) -> DecryptionError:

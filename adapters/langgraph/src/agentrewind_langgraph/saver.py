@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from ._copy import probe_args, refuse_sealed, sealed
 from ._core import SaverCore
 from ._lease import aclaim_for_delete, lease_name
 from ._rows import query_args
@@ -220,6 +221,16 @@ class RewindSaver(SaverCore):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async twin of `copy_thread`."""
         await self._aflush(str(source_thread_id))
+        if sealed(self):  # (reads every value through the serde: done on the sync side)
+            await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+            return
+        src = str(source_thread_id)
+        aquery = getattr(self.backend, "aquery", None)
+        if aquery is None:
+            raws = await self._read(lambda: self.backend.query(**probe_args(src)))
+        else:
+            raws = await aquery(**probe_args(src))
+        refuse_sealed(src, raws)
         await self.backend.aexecute(self._copy_thread_op(source_thread_id, target_thread_id))
 
     async def aprune(

@@ -9,7 +9,7 @@ statement too, by primary key, so its cost does not grow with the thread's histo
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the `lg_` tables; a newer one is refused, an older one migrated forward."""
 
 V1 = [
@@ -67,7 +67,14 @@ V2 = [
     "ALTER INDEX {s}.lg_checkpoints_md SET (fastupdate = off)",
     "SELECT gin_clean_pending_list('{s}.lg_checkpoints_md'::regclass)",
 ]
-MIGRATIONS: list[list[str]] = [V1, V2]
+# The policies ask the core store's `ar_namespace_ok(ns)` (its migration 4), as every agentrewind
+# table's do: the owner's `rls="role"` then binds the saver's namespaces to roles too.
+V3 = [
+    f"""ALTER POLICY lg_namespace ON {{s}}.{t} USING ({{s}}.ar_namespace_ok(ns))
+    WITH CHECK ({{s}}.ar_namespace_ok(ns))"""
+    for t in RLS_TABLES
+]
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 
 # -- writes ------------------------------------------------------------------------------------
 _TOMB = """tomb AS (SELECT deleted_at FROM {s}.lg_tombstones

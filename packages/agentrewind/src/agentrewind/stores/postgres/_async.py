@@ -65,7 +65,7 @@ class AsyncPostgres:
                 kwargs=self.db.connect_kwargs(),
                 timeout=self.db.connect_timeout,
                 open=False,
-                name="agentrewind-async",
+                name=f"{self.db.outages.name}-async",
             )
             await pool.open(wait=False)
         return pool
@@ -73,6 +73,14 @@ class AsyncPostgres:
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
         """An async connection for one transaction (pooled, or the caller's under a lock)."""
+        ours = self._user_pool is None and self._conn is None
+        quiet = self.db.outages.active() if ours else contextlib.nullcontext()
+        with quiet:
+            async with self._connection() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
         if self.db._closed:
             raise StoreError(f"PostgreSQL store {self.db.url} is closed")
         self.checkouts += 1
@@ -90,7 +98,7 @@ class AsyncPostgres:
                 wait = self.db.deadlines.wait(self.db.connect_timeout)
                 async with pool.connection(timeout=wait) as conn:
                     taken = True
-                    with self.db.watched(conn, start):
+                    with self.db.starving.holding(pool), self.db.watched(conn, start):
                         yield conn
                 return
             except PoolTimeout:
@@ -114,7 +122,7 @@ class AsyncPostgres:
                     return await self._run_in(conn, txn)
             except Exception as exc:
                 if self.db.retry(exc, attempt, own=self._conn is None) == "dropped":
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception), self.db.outages.active():
                         await (await self._pool()).check()
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -12,10 +12,12 @@ from typing import Any
 
 from ...errors import SchemaVersionError
 from ..cache import CacheEntry, CacheStats, TableCache
+from ._rls import enable_on
+from ._sql import policy
 
 __all__ = ["PostgresCache"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 MIGRATIONS = [
     [
         """CREATE TABLE IF NOT EXISTS {s}.ar_cache (
@@ -30,7 +32,9 @@ MIGRATIONS = [
             ns TEXT NOT NULL, site TEXT NOT NULL, hits BIGINT NOT NULL DEFAULT 0,
             misses BIGINT NOT NULL DEFAULT 0, seconds_saved DOUBLE PRECISION NOT NULL DEFAULT 0,
             tokens_saved BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (ns, site))""",
-    ]
+    ],
+    # Row-level security per namespace (enabled with the store's: `_rls.enable_on`).
+    [policy("ar_namespace", t) for t in ("ar_cache", "ar_cache_stats")],
 ]
 GET = """WITH hit AS (
         UPDATE {s}.ar_cache SET used_at = %(now)s
@@ -79,6 +83,7 @@ class PostgresCache(TableCache):
         table = self.pg.render("{s}.ar_cache_version")
         migrations = [self.pg.render(m) for m in MIGRATIONS]
         self.db.migrate(table, migrations, CACHE_VERSION, too_new)
+        enable_on(self.pg, ["ar_cache", "ar_cache_stats"])
 
     def _run(
         self, statements: list[tuple[str, Any]], fetch: int | None = None, *, write: bool = True

@@ -29,6 +29,7 @@ from ...errors import StoreError, StoreUnavailableError
 from ._deadline import Deadlines
 from ._errors import GONE, dropped, translate
 from ._listen import listen
+from ._quiet import Outages
 from ._send import send  # (and registers the typed array parameters' dumpers)
 from ._starve import StarvedPools
 from ._url import quote_schema, redact, split_url, tcp_settings
@@ -108,6 +109,8 @@ class PostgresDatabase:
         self._conn: Any = connection
         self._conn_lock = threading.RLock()
         self._owns_pool = pool is None and connection is None
+        self.outages = Outages(self.url)
+        """Our pools' warnings during an outage, folded into one line (see `_quiet`)."""
         if self._owns_pool:
             if not conninfo:
                 raise ValueError("PostgresDatabase needs a conninfo URL, a pool or a connection")
@@ -127,7 +130,7 @@ class PostgresDatabase:
                 kwargs=self.connect_kwargs(),
                 timeout=connect_timeout,
                 open=False,
-                name="agentrewind",
+                name=self.outages.name,
             )
             pool.open(wait=False)
         elif pool is not None:
@@ -151,6 +154,12 @@ class PostgresDatabase:
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
         """A connection for one operation (from the pool, or the caller's under a lock)."""
+        quiet = self.outages.active() if self._owns_pool else contextlib.nullcontext()
+        with quiet, self._connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
         if self._closed:
             raise StoreError(f"PostgreSQL store {self.url} is closed")
         start = time.monotonic()
@@ -163,7 +172,7 @@ class PostgresDatabase:
             try:
                 with pool.connection(timeout=self.deadlines.wait(self.connect_timeout)) as conn:
                     taken = True
-                    with self.watched(conn, start):
+                    with self.starving.holding(pool), self.watched(conn, start):
                         yield conn
                 return
             except PoolTimeout:
@@ -186,6 +195,8 @@ class PostgresDatabase:
             if err is exc:
                 raise
             raise err from exc
+        else:
+            self.outages.ok()
         finally:
             self.deadlines.disarm(armed)
 
@@ -219,7 +230,7 @@ class PostgresDatabase:
             except Exception as exc:
                 if self.retry(exc, attempt, own=self._conn is None) == "dropped":
                     # a restart drops every pooled connection: replace the idle ones too
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception), self.outages.active():
                         self.pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -401,36 +412,10 @@ class PostgresDatabase:
         self.call(txn)
 
     def row_security(self, schema: str, tables: Sequence[str], *, enable: bool) -> bool:
-        """Whether row-level security is on for `tables` of `schema`; `enable` turns it on.
+        """Whether row-level security is on for `tables` of `schema` (see `_rls.row_security`)."""
+        from ._rls import row_security
 
-        Enabling needs the tables' owner: another role gets a `StoreError` saying so.
-        """
-
-        def check(conn: Any) -> bool:
-            with conn.transaction():
-                rows = conn.execute(
-                    "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_namespace n"
-                    " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s)",
-                    (schema, list(tables)),
-                ).fetchall()
-                off = [name for name, on in rows if not on]
-                if not off or not enable:
-                    return len(off) < len(rows)
-                for name in off:
-                    try:
-                        with conn.transaction():
-                            conn.execute(
-                                f'ALTER TABLE "{schema}"."{name}" ENABLE ROW LEVEL SECURITY'
-                            )
-                    except psycopg.errors.InsufficientPrivilege as exc:
-                        raise StoreError(
-                            f"row-level security is not enabled on {schema}.{name}, and this "
-                            "role cannot enable it: open the store once with rls=1 as the "
-                            "tables' owner"
-                        ) from exc
-                return True
-
-        return self.call(check)
+        return row_security(self, schema, tables, enable=enable)
 
     def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
         """Deliver each `NOTIFY` on `channel` to `callback` (see `_listen.listen`)."""

@@ -21,13 +21,15 @@ from ...records import RunMetrics, StepRecord
 from .._once import Once
 from ..queue import QueueBackend, QueueEntry, QueueLimits, QueueStats, stats_of
 from ._flow import PgFlow
+from ._rls import enable_on
+from ._sql import policy
 
 __all__ = ["PostgresQueues"]
 
 NOW = "extract(epoch FROM clock_timestamp())"
 PARTITION_SCAN = 1000
 """Waiting entries a dequeue of a partitioned queue looks at (in order) for free partitions."""
-QUEUE_VERSION = 1
+QUEUE_VERSION = 2
 MIGRATIONS = [
     [
         """CREATE TABLE IF NOT EXISTS {s}.ar_queue (
@@ -46,7 +48,9 @@ MIGRATIONS = [
         """CREATE TABLE IF NOT EXISTS {s}.ar_queue_starts (ns TEXT NOT NULL,
             queue TEXT NOT NULL, part TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS ar_queue_starts_at ON {s}.ar_queue_starts (ns, queue, at)",
-    ]
+    ],
+    # Row-level security per namespace (enabled with the store's: `_rls.enable_on`).
+    [policy("ar_namespace", t) for t in ("ar_queue", "ar_queue_starts")],
 ]
 COLUMNS = "queue, run_id, priority, part, dedup_id, not_before, enqueued_at, deliveries"
 Q_COLUMNS = ", ".join(f"q.{c.strip()}" for c in COLUMNS.split(","))
@@ -135,6 +139,7 @@ class PostgresQueues(QueueBackend):
         table = self.pg.render("{s}.ar_queue_version")
         migrations = [self.pg.render(m) for m in MIGRATIONS]
         self.db.migrate(table, migrations, QUEUE_VERSION, too_new)
+        enable_on(self.pg, ["ar_queue", "ar_queue_starts"])
 
     def _write(self, statements: list[tuple[str, Any]], fetch: int | None = None) -> list[Any]:
         self._tables()

@@ -51,11 +51,11 @@ true)`, local to the transaction); the policies below compare `ns` with it."""
 _POLICY = f"""CREATE POLICY ar_namespace ON {{s}}.{{t}}
     USING (ns = current_setting('{NAMESPACE_SETTING}', true))
     WITH CHECK (ns = current_setting('{NAMESPACE_SETTING}', true))"""
-RLS_TABLES = ["ar_runs", "ar_steps", "ar_heads", "ar_leases"]
+RLS_TABLES = ["ar_runs", "ar_steps", "ar_heads", "ar_leases", "ar_channels"]
 # Row-level security policies per namespace. They act only once row-level security is
 # enabled on the tables (`PostgresStore(rls=True)` does it); the tables' owner and
 # superusers bypass them, so give the application a role of its own.
-V2 = [_POLICY.replace("{t}", t) for t in RLS_TABLES] + [
+V2 = [_POLICY.replace("{t}", t) for t in RLS_TABLES[:4]] + [
     # The lease fence: `ar_fence` and the expiry check in one call, run first in a fenced
     # write's statement (a data-modifying CTE, FENCE_CTE) or transaction (FENCE_LIVE).
     """CREATE OR REPLACE FUNCTION {s}.ar_fence_live(p_ns TEXT, p_run TEXT, p_owner TEXT,
@@ -73,7 +73,51 @@ V2 = [_POLICY.replace("{t}", t) for t in RLS_TABLES] + [
 # run reads these instead of every record (`LOAD_INDEX`). Rows written before stay NULL and
 # are indexed from their records. (Adding a nullable column rewrites no row.)
 V3 = ["ALTER TABLE {s}.ar_steps ADD COLUMN IF NOT EXISTS site TEXT"]
-MIGRATIONS: list[list[str]] = [V1, V2, V3]
+# Every policy (ours, the queue's, the cache's, the LangGraph saver's) asks one function
+# whether a row's namespace is open to the current transaction, so the owner switches every
+# table to role-keyed policies at once by replacing its body (`rls="role"`, see `_rls`).
+# Plain mode: the namespace the transaction set. Role mode: that namespace, and only when
+# `ar_tenants` binds it to the current role, which the client cannot change.
+NAMESPACE_OK = "{s}.ar_namespace_ok(ns)"
+_BY_SETTING = f"p_ns = current_setting('{NAMESPACE_SETTING}', true)"
+OK_BY_SETTING = f"SELECT {_BY_SETTING}"
+OK_BY_ROLE = f"""SELECT {_BY_SETTING} AND EXISTS (SELECT 1 FROM {{s}}.ar_tenants t
+    WHERE t.ns = p_ns AND t.role = current_user)"""
+NAMESPACE_OK_FUNCTION = """CREATE OR REPLACE FUNCTION {s}.ar_namespace_ok(p_ns TEXT)
+    RETURNS boolean LANGUAGE sql STABLE AS $ar$ %s $ar$"""
+
+
+def policy(name: str, table: str) -> str:
+    """The namespace policy `name` on `table` (through `ar_namespace_ok`)."""
+    return (
+        f"CREATE POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) WITH CHECK ({NAMESPACE_OK})"
+    )
+
+
+def repolicy(name: str, table: str) -> str:
+    """`policy`, for a table whose policy `name` compared the setting directly (before V4)."""
+    return (
+        f"ALTER POLICY {name} ON {{s}}.{table} USING ({NAMESPACE_OK}) WITH CHECK ({NAMESPACE_OK})"
+    )
+
+
+V4 = [
+    # Which roles may open which namespace in role mode; written by the owner only (no policy
+    # lets anyone else write), each role reads only its own bindings.
+    """CREATE TABLE IF NOT EXISTS {s}.ar_tenants (ns TEXT NOT NULL, role TEXT NOT NULL,
+        PRIMARY KEY (ns, role))""",
+    "ALTER TABLE {s}.ar_tenants ENABLE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS ar_tenants_own ON {s}.ar_tenants",  # (a migration run again)
+    "CREATE POLICY ar_tenants_own ON {s}.ar_tenants FOR SELECT USING (role = current_user)",
+    "GRANT SELECT ON {s}.ar_tenants TO PUBLIC",
+    # A secret per namespace, under the namespace policy: NOTIFY channel names are derived
+    # from it, so only a role that can read the namespace can name (and LISTEN to) them.
+    """CREATE TABLE IF NOT EXISTS {s}.ar_channels (ns TEXT PRIMARY KEY, secret TEXT NOT NULL)""",
+    NAMESPACE_OK_FUNCTION % OK_BY_SETTING,
+    "DROP POLICY IF EXISTS ar_namespace ON {s}.ar_channels",
+    policy("ar_namespace", "ar_channels"),
+] + [repolicy("ar_namespace", t) for t in ["ar_runs", "ar_steps", "ar_heads", "ar_leases"]]
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 """Version of the PostgreSQL store's tables; a newer one is refused, an older one migrated."""
 

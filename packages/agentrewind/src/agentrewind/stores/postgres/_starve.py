@@ -12,7 +12,10 @@ pools a store opened itself, never a caller's.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["StarvedPools"]
@@ -23,12 +26,30 @@ class StarvedPools:
 
     def __init__(self) -> None:
         self._pools: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._held: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def holding(self, pool: Any) -> Iterator[None]:
+        """Count a connection of `pool` checked out by an operation while it is held."""
+        with self._lock:
+            self._held[pool] = self._held.get(pool, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[pool] -= 1
 
     def starve(self, pool: Any) -> bool:
-        """After a timeout of a pool of ours: whether it failed to grow (then it is marked)."""
+        """After a timeout of a pool of ours: whether it failed to grow (then it is marked).
+
+        Busy means every connection it may hold is checked out by an operation. Its size is
+        no guide: connections lost in an outage still count in it while the pool waits out
+        its reconnect backoff, so a pool that had all its connections open would look busy.
+        """
         stats = pool.get_stats()
-        if stats.get("pool_available", 0) or stats.get("pool_size", 0) >= pool.max_size:
-            return False  # busy, not starved: every connection it may hold is in use
+        if stats.get("pool_available", 0) or self._held.get(pool, 0) >= pool.max_size:
+            return False
         self._pools.add(pool)
         return True
 

@@ -32,9 +32,10 @@ def split_url(url: str, ours: Sequence[str]) -> tuple[str, dict[str, Any]]:
     kwargs: dict[str, Any] = {
         k: found[k] for k in ("namespace", "schema", "durability") if k in found
     }
-    for flag in ("pipeline", "rls"):
-        if flag in found:
-            kwargs[flag] = found[flag].lower() not in ("0", "false", "off", "no")
+    if "pipeline" in found:
+        kwargs["pipeline"] = found["pipeline"].lower() not in ("0", "false", "off", "no")
+    if "rls" in found:
+        kwargs["rls"] = found["rls"]  # 1 or role: `_rls.parse`
     if "connect_timeout" in query:  # libpq's, also bounds the wait for the pool
         kwargs["connect_timeout"] = float(query["connect_timeout"])
     numbers = (("max_size", int), ("prepare_threshold", int), ("lock_timeout", float))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from ..base import Store
 from ..cache import CacheBackend
 from ..leases import lease_is_live, leased_error
 from ..queue import QueueBackend
-from . import _bulk, _flow, _steps
+from . import _bulk, _flow, _rls, _steps
 from . import _sql as Q
 from ._db import PostgresDatabase, Statement, quote_schema, split_url
 from ._flow import NOT_DURABLE, PgFlow
@@ -57,7 +58,10 @@ class PostgresStore(PostgresRuns, Store):
         rls: Row-level security per namespace: enables it on the tables (needs their
             owner, once) and starts every transaction with `set_config('agentrewind.namespace',
             namespace, true)`, so a role that does not own the tables sees and writes only
-            its namespace. A store on tables where it is already enabled does the same.
+            its namespace. A store on tables where it is already enabled does the same. The
+            client picks that setting: to bind namespaces to database roles (a tenant's role
+            cannot open another namespace whatever it sets), the owner opens with
+            `rls="role"` (URL `rls=role`) once and binds each with `bind_tenant`.
         max_size: Most connections in the pool the store opens.
         prepare_threshold: psycopg's (default 5: statements run often are prepared, so
             their plans are reused); None never prepares (PgBouncer before 1.21, transaction
@@ -99,7 +103,7 @@ class PostgresStore(PostgresRuns, Store):
         lock_timeout: float = 10.0,
         deadline: float | None = None,
         read_only: bool = False,
-        rls: bool = False,
+        rls: bool | str = False,
     ) -> None:
         if durability not in ("normal", "full"):
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
@@ -127,10 +131,12 @@ class PostgresStore(PostgresRuns, Store):
         self._aio: Any = None
         self._sql: dict[str, Any] = {}
         self._guarded: dict[tuple[str, bool, bool], str] = {}
+        self._channel_key: bytes | None = None
+        self.rls: bool | str = False
+        """Row-level security on the tables: False, True (per namespace) or "role"."""
         try:
             self._migrate()
-            if self.db.row_security(schema, Q.RLS_TABLES, enable=rls):
-                self.db.settings[Q.NAMESPACE_SETTING] = namespace
+            _rls.apply(self, _rls.parse(rls))
         except BaseException:
             self.db.close()
             raise
@@ -319,9 +325,23 @@ class PostgresStore(PostgresRuns, Store):
 
     # -- notifications ----------------------------------------------------------------------
     def channel(self, topic: str) -> str:
-        """A LISTEN/NOTIFY channel name for `topic` in this schema and namespace (<= 63 bytes)."""
-        digest = hashlib.sha1(f"{self.schema}\0{self.namespace}\0{topic}".encode()).hexdigest()
-        return f"ar_{digest}"
+        """A LISTEN/NOTIFY channel name for `topic` in this schema and namespace (<= 63 bytes).
+
+        Any role may LISTEN on any channel, so the name is keyed with the namespace's secret
+        (`ar_channels`, under the namespace's row-level security): a role that cannot read
+        the namespace cannot name its channels.
+        """
+        if self._channel_key is None:
+            self._channel_key = _rls.channel_secret(self).encode()
+        name = f"{self.schema}\0{self.namespace}\0{topic}".encode()
+        return f"ar_{hmac.new(self._channel_key, name, hashlib.sha256).hexdigest()[:48]}"
+
+    def bind_tenant(self, role: str, namespace: str, *, bound: bool = True) -> None:
+        """Let database role `role` open `namespace` under `rls="role"` (`bound=False`: stop).
+
+        Only the tables' owner can; see `_rls` and the multi-tenant how-to.
+        """
+        _rls.bind_tenant(self, role, namespace, bound=bound)
 
     def notify(self, channel: str, payload: str) -> None:
         """`pg_notify` (delivered to listeners when the statement commits; <= 8000 bytes)."""
