@@ -296,9 +296,11 @@ def run_step(
     """`Run.step`: a journaled step, also cached across runs with a `cache_ttl=` (seconds).
 
     An async `fn` gives an awaitable. The step is keyed by `name` and its arguments; the
-    keyword `cache_ttl` is the step's, never passed on to `fn`.
+    keywords `cache_ttl` and `record_inputs` (False: the arguments are not recorded) are
+    the step's, never passed on to `fn`.
     """
     cache_ttl = kwargs.pop("cache_ttl", None)
+    record_inputs = kwargs.pop("record_inputs", None)
     if cache_ttl is not None:
         options = cache_options(cache_ttl)
         assert options is not None
@@ -306,8 +308,8 @@ def run_step(
         call = acached_call if inspect.iscoroutinefunction(fn) else cached_call
         return call(run, run.middleware, name, fn, key_input, options, args, kwargs)
     if inspect.iscoroutinefunction(fn):
-        return run._astep(name, fn, None, args, kwargs)
-    return run._step(name, fn, None, args, kwargs)
+        return run._astep(name, fn, None, args, kwargs, record_inputs=record_inputs)
+    return run._step(name, fn, None, args, kwargs, record_inputs=record_inputs)
 
 
 class CacheControl:
