@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -90,9 +90,13 @@ def storage(turns: int) -> None:
     print(f"  inputs off (before):          {off / 1e3:10.1f} kB")
     print(f"  inputs on (deltas):           {on / 1e3:10.1f} kB   {on / off:.2f}x (goal <= 1.5x: "
           f"{'met' if on <= 1.5 * off else 'MISSED'})")  # fmt: skip
-    print(f"  prompts stored whole instead: {whole / 1e3:10.1f} kB   {whole / off:.2f}x (quadratic)")
-    print(f"  inputs on, first half of the turns {first / 1e3:.1f} kB, second half "
-          f"{second / 1e3:.1f} kB: {second / first:.2f}x (linear: ~1x; quadratic: ~3x)")
+    print(
+        f"  prompts stored whole instead: {whole / 1e3:10.1f} kB   {whole / off:.2f}x (quadratic)"
+    )
+    print(
+        f"  inputs on, first half of the turns {first / 1e3:.1f} kB, second half "
+        f"{second / 1e3:.1f} kB: {second / first:.2f}x (linear: ~1x; quadratic: ~3x)"
+    )
 
 
 CLOCK = time.perf_counter
@@ -118,7 +122,9 @@ def in_run(mw: Middleware, fn: Any, n: int) -> list[float]:
     """CPU seconds per call recording `n` calls in a new run (then the run is deleted)."""
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     record: list[float] = []
-    mw.wrap(RunnableLambda(timed(fn, n, record))).invoke(None, {"configurable": {"thread_id": run_id}})
+    mw.wrap(RunnableLambda(timed(fn, n, record))).invoke(
+        None, {"configurable": {"thread_id": run_id}}
+    )
     mw.store.delete_run(run_id)
     return record
 
@@ -152,9 +158,7 @@ def overhead(n: int, rounds: int) -> None:
         print(f"  {label:<10} 1 msg {a:7.1f}, 200 msgs {b:7.1f}: {b / a:.2f}x (goal <= 1.3x: "
               f"{verdict})")  # fmt: skip
     a = statistics.median(x - y for x, y in zip(one["inputs on"], one["inputs off"], strict=True))
-    b = statistics.median(
-        x - y for x, y in zip(many["inputs on"], many["inputs off"], strict=True)
-    )
+    b = statistics.median(x - y for x, y in zip(many["inputs on"], many["inputs off"], strict=True))
     print(f"  recording inputs itself (on minus off, same round): 1 msg {a:+.1f}, 200 msgs "
           f"{b:+.1f} us: it stores the new messages only")  # fmt: skip
 

@@ -180,9 +180,7 @@ def test_a_chat_stores_each_message_once_and_show_rebuilds_every_prompt(tmp_path
             history.append(f"user: question {turn}")
             prompt = list(history)
             digests = b"".join(map(_digest, prompt))
-            call = run.begin(
-                "llm", "model", digests.hex(), inputs=Chat(prompt, digests, {"t": 0})
-            )
+            call = run.begin("llm", "model", digests.hex(), inputs=Chat(prompt, digests, {"t": 0}))
             answer = f"assistant: answer {turn}"
             call.produced(_digest(answer), ["text"])
             call.complete({"text": answer})
@@ -193,4 +191,4 @@ def test_a_chat_stores_each_message_once_and_show_rebuilds_every_prompt(tmp_path
     assert [found[s.step_id] for s in steps] == [{"messages": p, "t": 0} for p in prompts]
     # every message is written once: the last record holds its new question only
     assert b"answer 28" not in steps[-1].encode() and b"question 29" in steps[-1].encode()
-    assert sum(s.encode().count(b"question 3\"") for s in steps) == 1
+    assert sum(s.encode().count(b'question 3"') for s in steps) == 1

@@ -73,9 +73,7 @@ def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_every_prompt(
 
     rows = _found(mw, "t")
     chats = [(s, given) for s, given in rows if s.kind == "llm"]
-    assert [given["messages"] for _, given in chats] == [
-        mw.serializer.to_tree(p) for p in prompts
-    ]
+    assert [given["messages"] for _, given in chats] == [mw.serializer.to_tree(p) for p in prompts]
     # each message stored once: the third prompt's record holds its new question only
     assert b"question 0" not in chats[2][0].encode()
     failed, done = [(s, given) for s, given in rows if s.kind == "tool"]

@@ -16,7 +16,15 @@ from agentrewind.adapters import Chat
 
 from . import _chat
 from ._agent_runs import AgentRuns, current_invocation
-from ._keys import canonical, chat_key_digests, llm_string, message_digest, site_name, tool_key
+from ._keys import (
+    canonical,
+    chat_key_digests,
+    llm_string,
+    message_digest,
+    site_name,
+    tool_input_view,
+    tool_key,
+)
 from ._outcome import Outcome, aexecute, asettle, execute, settle
 from ._runnable import resolve_run_id
 from ._tools import SKIPPED_CONTENT, tool_outcome
@@ -156,7 +164,9 @@ class RewindAgentMiddleware(AgentMiddleware):
             for i, m in enumerate(response.result)
             if isinstance(m, BaseMessage)
         )
-        return Outcome(value, {"tokens": tokens}, what="model call {key} not journaled", parts=parts)
+        return Outcome(
+            value, {"tokens": tokens}, what="model call {key} not journaled", parts=parts
+        )
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Replay a recorded model call, or run it and record the response."""

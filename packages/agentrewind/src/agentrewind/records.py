@@ -38,8 +38,7 @@ written before inputs were recorded, or with `record_inputs=False`."""
 
 
 def base_key(key: str) -> str:
-    """The call's key of a record's key: `<key>` itself, or the `<key>` of `<key>@<n>`
-    (a replaced attempt, `journal.attempts`)."""
+    """The call's key of a record's key: `<key>`, or the `<key>` of an attempt's `<key>@<n>`."""
     head, at, n = key.rpartition("@")
     return head if at and n.isdigit() and head.rpartition("#")[2].isdigit() else key
 

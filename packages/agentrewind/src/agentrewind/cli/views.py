@@ -221,9 +221,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_state(
-    store: Store, spec: str, default_run: str | None
-) -> tuple[str, Any, Any]:
+def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[str, Any, Any]:
     run_id, _, ref = spec.rpartition("@") if "@" in spec else (spec, "", "")
     if default_run is not None and "@" not in spec:
         run_id, ref = default_run, spec

@@ -266,8 +266,8 @@ class Call:
             meta.update(replacing(self.prior, time.time()))
         if self.inputs is not NO_INPUTS:
             if self._input_meta is None:
-                place = self.place(field="inputs")
                 serializer, memory = self.run.middleware.serializer, self.run.input_memory
+                place = None if serializer.encryption is None else self.place(field="inputs")
                 self._input_meta, self._learned = seal_inputs(
                     self.inputs, self.key, memory, serializer, place
                 )

@@ -89,9 +89,7 @@ class InputMemory:
         self._prompts: dict[bytes, tuple[bytes, str]] = {}  # first digest -> (digests, key)
         self._where: dict[bytes, list[Any]] = {}  # digest -> {"in"/"out": ...} reference
 
-    def delta(
-        self, chat: Chat, key: str, serializer: Serializer
-    ) -> tuple[dict[str, Any], Any]:
+    def delta(self, chat: Chat, key: str, serializer: Serializer) -> tuple[dict[str, Any], Any]:
         """The delta tree of `chat` (not yet sealed), and what `commit` learns once written."""
         digests, messages = chat.digests, chat.messages
         with self._lock:
@@ -108,7 +106,7 @@ class InputMemory:
                 else:
                     add.append({"m": serializer.prepare(messages[i], "inputs")})
         rest = None if chat.rest is None else serializer.prepare(chat.rest, "inputs")
-        tree = {"base": base[1] if keep else None, "keep": keep, "add": add, "rest": rest}
+        tree = {"base": base[1] if base and keep else None, "keep": keep, "add": add, "rest": rest}
         return tree, (digests, key, keep)
 
     def commit(self, learned: Any) -> None:
@@ -257,7 +255,7 @@ class Prepared:
 
 
 def seal_inputs(
-    inputs: Any, key: str, memory: InputMemory, serializer: Serializer, place: Place
+    inputs: Any, key: str, memory: InputMemory, serializer: Serializer, place: Place | None
 ) -> tuple[dict[str, Any], Any]:
     """The meta entries holding `inputs` sealed at `place`, and what to `commit` once written.
 
@@ -271,6 +269,6 @@ def seal_inputs(
             return {"prompt": serializer.seal(tree, place)}, learned
         tree = inputs.tree if isinstance(inputs, Prepared) else serializer.prepare(inputs, "inputs")
         return {"inputs": serializer.seal(tree, place)}, None
-    except Exception as exc:  # noqa: BLE001 (see above: the call goes on without them)
+    except Exception as exc:
         what = "" if isinstance(exc, SerializationError) else f"{type(exc).__name__}: "
         return {"inputs_error": f"{what}{exc}"[:500]}, None

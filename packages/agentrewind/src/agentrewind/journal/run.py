@@ -27,8 +27,8 @@ from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
 from .cache import begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
-from .inputs import KEY, InputMemory, Prepared
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
+from .inputs import KEY, InputMemory, Prepared
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
 from .notes import Notes, divergence_message, taken_over
 from .plain import astep_call, step_call
@@ -423,5 +423,7 @@ class Run:
     def _step(self, name: str, fn: Callable[..., T], key: Any, *a: Any, **kw: Any) -> T:
         return step_call(self, name, fn, key, *a, **kw)  # plain.py
 
-    def _astep(self, name: str, fn: Callable[..., Awaitable[T]], key: Any, *a: Any, **kw: Any) -> Awaitable[T]:
+    def _astep(
+        self, name: str, fn: Callable[..., Awaitable[T]], key: Any, *a: Any, **kw: Any
+    ) -> Awaitable[T]:
         return astep_call(self, name, fn, key, *a, **kw)
