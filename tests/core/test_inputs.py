@@ -192,3 +192,29 @@ def test_a_chat_stores_each_message_once_and_show_rebuilds_every_prompt(tmp_path
     # every message is written once: the last record holds its new question only
     assert b"answer 28" not in steps[-1].encode() and b"question 29" in steps[-1].encode()
     assert sum(s.encode().count(b'question 3"') for s in steps) == 1
+
+
+def test_diff_shows_inputs_beside_outputs(tmp_path: Path, cli: Cli) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with Middleware(url).run("r") as run:
+        run.step("price", lambda item, qty: 3 * qty, "pen", qty=2)
+        run.step("price", lambda item, qty: 3 * qty, "pen", qty=5)
+    code, out, _ = cli(url, "diff", "r@1", "r@2", "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["changed"] == {"$": {"before": 6, "after": 15}}
+    assert shown["inputs"]["changed"] == {"kwargs.qty": {"before": 2, "after": 5}}
+    code, out, _ = cli(url, "diff", "r@1", "r@2")
+    assert "inputs:" in out and "~ kwargs.qty: 2 -> 5" in out
+
+
+def test_a_prompt_whose_earlier_records_are_gone_shows_what_it_can(tmp_path: Path) -> None:
+    mw = Middleware(f"sqlite:///{tmp_path / 'r.db'}")
+    with mw.run("chat") as run:
+        for turn in range(3):
+            prompt = [f"q{i}" for i in range(turn + 1)]
+            digests = b"".join(map(_digest, prompt))
+            run.begin("llm", "m", digests.hex(), inputs=Chat(prompt, digests)).complete("a")
+    last = mw.store.load_steps("chat")[-1]
+    (found,) = resolve_inputs([last], mw.serializer, mw.store.namespace).values()
+    assert found["messages"] == [None, None, "q2"]  # its base is not among the records given

@@ -180,9 +180,10 @@ class _Resolver:
         if not isinstance(delta, dict):  # still sealed (no key) or malformed
             return None
         head: list[Any] = []
-        if delta.get("base") is not None and delta.get("keep"):
-            earlier = self.messages(delta["base"], seen)
-            head = [None] * delta["keep"] if earlier is None else earlier[: delta["keep"]]
+        keep = delta.get("keep") or 0
+        if delta.get("base") is not None and keep:
+            head = (self.messages(delta["base"], seen) or [])[:keep]
+            head += [None] * (keep - len(head))  # what cannot be rebuilt shows as null
         result = head + [self._item(item, seen) for item in delta.get("add") or []]
         self.prompts[key] = result
         return result
