@@ -218,3 +218,24 @@ def test_a_prompt_whose_earlier_records_are_gone_shows_what_it_can(tmp_path: Pat
     last = mw.store.load_steps("chat")[-1]
     (found,) = resolve_inputs([last], mw.serializer, mw.store.namespace).values()
     assert found["messages"] == [None, None, "q2"]  # its base is not among the records given
+
+
+def test_export_and_import_carry_the_inputs_and_chat_deltas(store_url: str, tmp_path: Path) -> None:
+    src = Middleware(f"sqlite:///{tmp_path / 'src.db'}")
+    with src.run("chat") as run:
+        for turn in range(3):
+            prompt = [f"q{i}" for i in range(turn + 1)]
+            digests = b"".join(map(_digest, prompt))
+            call = run.begin("llm", "m", digests.hex(), inputs=Chat(prompt, digests, {"t": 1}))
+            call.complete(f"a{turn}")
+        run.step("tool", lambda x: x, "arg")
+    document = export_run(src.store, "chat").to_dict()
+    dst = Middleware(store_url)
+    import_run(dst.store, document, run_id="copy")
+    found = [row for row in _inputs(dst, "copy") if row[0] != "run-document"]
+    assert [given for _, _, given in found] == [
+        {"messages": ["q0"], "t": 1},
+        {"messages": ["q0", "q1"], "t": 1},
+        {"messages": ["q0", "q1", "q2"], "t": 1},
+        {"args": ["arg"], "kwargs": {}},
+    ]
