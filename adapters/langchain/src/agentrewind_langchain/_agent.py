@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 import agentrewind
 from agentrewind import AgentRewindError, Call, Run, RunContext
+from agentrewind.adapters import Chat
 
 from . import _chat
 from ._agent_runs import AgentRuns, current_invocation
-from ._keys import chat_key, llm_string, site_name, tool_key
+from ._keys import (
+    canonical,
+    chat_key_digests,
+    llm_string,
+    message_digest,
+    site_name,
+    tool_input_view,
+    tool_key,
+)
 from ._outcome import Outcome, aexecute, asettle, execute, settle
 from ._runnable import resolve_run_id
 from ._tools import SKIPPED_CONTENT, tool_outcome
@@ -131,9 +141,10 @@ class RewindAgentMiddleware(AgentMiddleware):
             messages.insert(0, request.system_message)
         tools = [t.name if isinstance(t, BaseTool) else t for t in request.tools]
         extra = [tools, request.tool_choice, request.response_format]
-        key = chat_key(llm_string(model), messages, request.model_settings, extra)
+        key, digests = chat_key_digests(llm_string(model), messages, request.model_settings, extra)
         name = site_name(model.get_name(), _config().get("metadata"))
-        return run.begin("llm", name, key)
+        rest = {"tools": tools, "settings": json.loads(canonical(request.model_settings or {}))}
+        return run.begin("llm", name, key, inputs=Chat(messages, digests, rest))
 
     @staticmethod
     def _replay_model(call: Call) -> ModelResponse:
@@ -148,7 +159,14 @@ class RewindAgentMiddleware(AgentMiddleware):
             return Outcome(record=False)  # ExtendedModelResponse carries a Command: run again
         tokens = _chat.total_tokens(response.result)
         value = {"result": list(response.result), "structured": response.structured_response}
-        return Outcome(value, {"tokens": tokens}, what="model call {key} not journaled")
+        parts = tuple(
+            (message_digest(m), ["result", i])
+            for i, m in enumerate(response.result)
+            if isinstance(m, BaseMessage)
+        )
+        return Outcome(
+            value, {"tokens": tokens}, what="model call {key} not journaled", parts=parts
+        )
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Replay a recorded model call, or run it and record the response."""
@@ -191,6 +209,7 @@ class RewindAgentMiddleware(AgentMiddleware):
             "tool",
             site_name(tool_call["name"], _config().get("metadata")),
             key,
+            inputs=tool_input_view(tool, args) if isinstance(tool, BaseTool) else args,
             side_effects=bool(meta.get("agentrewind_side_effects", self.tool_side_effects)),
             on_incomplete=meta.get("agentrewind_on_incomplete"),
         )

@@ -11,8 +11,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agentrewind import Call, Run
+from agentrewind.adapters import Chat
 
-from ._keys import chat_key, llm_string, site_name
+from ._keys import canonical, chat_key_digests, llm_string, message_digest, site_name
 from ._outcome import Outcome
 from ._scope import REPLAYED_TAG
 
@@ -47,8 +48,9 @@ def begin_chat(
     params = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
     if stop is not None:
         params["stop"] = stop
-    key = chat_key(llm_string(model), messages, params)
-    return run.begin("llm", site_name(model.get_name(), metadata), key)
+    key, digests = chat_key_digests(llm_string(model), messages, params)
+    inputs = Chat(messages, digests, {"params": json.loads(canonical(params))} if params else None)
+    return run.begin("llm", site_name(model.get_name(), metadata), key, inputs=inputs)
 
 
 def _plain(value: Any) -> Any:
@@ -79,7 +81,11 @@ def complete_value(result: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
 def outcome(result: ChatResult) -> Outcome:
     """What the journal keeps of a finished chat call (see `settle`)."""
     value, meta = complete_value(result)
-    return Outcome(value, meta, what=_UNSTORABLE)
+    parts = tuple(
+        (message_digest(g.message), ["generations", i, "message"])
+        for i, g in enumerate(result.generations)
+    )
+    return Outcome(value, meta, what=_UNSTORABLE, parts=parts)
 
 
 def stream_outcome(chunks: list[Any]) -> Outcome:

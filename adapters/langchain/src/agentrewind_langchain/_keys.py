@@ -37,6 +37,7 @@ from langchain_core.tools import BaseTool
 __all__ = [
     "canonical",
     "chat_key",
+    "chat_key_digests",
     "llm_string",
     "message_digest",
     "site_name",
@@ -264,6 +265,13 @@ message_digest = _digests.get
 def chat_key(
     llm: str, messages: Sequence[BaseMessage], params: Any = None, extra: Any = None
 ) -> str:
+    """Key input of a chat call (see `chat_key_digests`)."""
+    return chat_key_digests(llm, messages, params, extra)[0]
+
+
+def chat_key_digests(
+    llm: str, messages: Sequence[BaseMessage], params: Any = None, extra: Any = None
+) -> tuple[str, bytes]:
     """Key input of a chat call: a digest of the model, call parameters and messages.
 
     Args:
@@ -271,10 +279,15 @@ def chat_key(
         messages: The prompt.
         params: Call arguments (`stop`, bound tools, settings).
         extra: Anything else that changes the request (agent tools, response format).
+
+    Returns:
+        The key input, and the messages' digests (16 bytes each) that identify them in the
+        recorded inputs (`agentrewind.journal.inputs.Chat`).
     """
     digest = hashlib.blake2b(canonical([llm, params, extra]).encode(), digest_size=16)
-    digest.update(_digests.joined(messages))
-    return digest.hexdigest()
+    joined = _digests.joined(messages)
+    digest.update(joined)
+    return digest.hexdigest(), joined
 
 
 class _InjectedArgs:

@@ -32,6 +32,8 @@ class Outcome:
         failure: Mark the call failed with this error instead (it runs again on resume).
         record: False: write nothing (the call runs again on resume).
         what: The log line for an output that cannot be stored (`{key}`: the call key).
+        parts: `(digest, path)` of messages in the output a later prompt may repeat
+            (`Call.produced`): such a prompt refers to them instead of storing them again.
     """
 
     value: Any = None
@@ -39,6 +41,7 @@ class Outcome:
     failure: BaseException | None = None
     record: bool = True
     what: str = "call {key} not journaled"
+    parts: tuple[tuple[bytes, list[Any]], ...] = ()
 
 
 def _tracked(call: Call, track: bool) -> AbstractContextManager[None]:
@@ -82,6 +85,8 @@ def settle(call: Call, outcome: Outcome) -> None:
     if outcome.failure is not None:
         call.fail(outcome.failure)
     elif outcome.record:
+        for digest, path in outcome.parts:
+            call.produced(digest, path)
         try:
             call.complete(outcome.value, outcome.meta)
         except SerializationError as exc:
@@ -93,6 +98,8 @@ async def asettle(call: Call, outcome: Outcome) -> None:
     if outcome.failure is not None:
         await call.afail(outcome.failure)
     elif outcome.record:
+        for digest, path in outcome.parts:
+            call.produced(digest, path)
         try:
             await call.acomplete(outcome.value, outcome.meta)
         except SerializationError as exc:

@@ -25,7 +25,7 @@ from agentrewind import Call
 from agentrewind.adapters import AgentRewindError
 
 from ._compat import subclasses
-from ._keys import llm_key, tool_key
+from ._keys import chat_inputs, llm_key, tool_key
 from ._memory import install_memory_hooks
 from ._state import Patch, StepScopedStore, capture_writes, current_invocation
 from ._waits import install_wait_hook
@@ -62,7 +62,11 @@ def _begin(
     if run is None or _GUARDS[kind].get():
         return None
     if kind == "llm":
-        return run.begin("llm", type(obj).__name__, llm_key(obj, method, args, kw))
+        key = llm_key(obj, method, args, kw)
+        chat = chat_inputs(key)
+        if chat is None:  # a completion: its key input (the prompt) is what it was given
+            return run.begin("llm", type(obj).__name__, key)
+        return run.begin("llm", type(obj).__name__, key, inputs=chat)
     name = getattr(getattr(obj, "metadata", None), "name", None) or type(obj).__name__
     return run.begin("tool", name, tool_key(args, kw), side_effects=True)
 

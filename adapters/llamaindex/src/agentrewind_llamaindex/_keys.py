@@ -6,13 +6,17 @@ context-aware tool receives are kept out of keys (DESIGN §3).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from workflows import Context
 
-__all__ = ["llm_key", "plain", "strip_context", "tool_key"]
+from agentrewind.adapters import Chat
+
+__all__ = ["chat_inputs", "llm_key", "plain", "strip_context", "tool_key"]
 
 _VOLATILE = frozenset({"id", "id_", "tool_call_id", "tool_id", "call_id"})
 # Below these keys sit a tool's arguments: an argument named `id` is input, never a random id.
@@ -99,3 +103,27 @@ def tool_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         "args": _plain(list(args), volatile=keep_all),
         "kwargs": _plain(strip_context(kwargs), volatile=keep_all),
     }
+
+
+def chat_inputs(key: dict[str, Any]) -> Chat | None:
+    """The recorded inputs of a chat call, from its key input: its messages stored once per run.
+
+    The messages (the first argument, or `messages=`) are the key's plain data, digested one
+    by one; the rest of the key (model, method, other arguments) is stored whole. None for a
+    call without a message list (a completion: its key input is recorded as it is).
+    """
+    args, kwargs = key.get("args") or [], key.get("kwargs") or {}
+    if args and isinstance(args[0], list):
+        messages, rest = args[0], {**key, "args": args[1:]}
+    elif isinstance(kwargs.get("messages"), list):
+        messages = kwargs["messages"]
+        rest = {**key, "kwargs": {k: v for k, v in kwargs.items() if k != "messages"}}
+    else:
+        return None
+    digests = b"".join(
+        hashlib.blake2b(
+            json.dumps(m, sort_keys=True, separators=(",", ":")).encode(), digest_size=16
+        ).digest()
+        for m in messages
+    )
+    return Chat(messages, digests, rest)

@@ -14,7 +14,7 @@ from pydantic_ai.durable_exec import (
 
 import agentrewind
 
-from ._keys import key_input, kind_of
+from ._keys import key_and_inputs, kind_of
 
 __all__ = ["RewindOperationBackend", "usage_meta"]
 
@@ -68,7 +68,8 @@ class RewindOperationBackend(CallableOperationBackend[UnitConfig]):
         if run is None:  # not inside a run: nothing to journal into
             return await body()
         kind = kind_of(operation_id)
-        call = run.begin(kind, name, key_input(cache_key), side_effects=kind == "tool")
+        key, inputs = key_and_inputs(cache_key)
+        call = run.begin(kind, name, key, side_effects=kind == "tool", inputs=inputs)
         if call.hit:
             return call.value()
         await call.astart()

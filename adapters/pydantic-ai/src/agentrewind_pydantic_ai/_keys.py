@@ -44,7 +44,9 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_core import to_jsonable_python
 
-__all__ = ["key_input", "kind_of", "project"]
+from agentrewind.adapters import Chat
+
+__all__ = ["key_and_inputs", "key_input", "kind_of", "project"]
 
 # Stamped by the run that builds the message, so a resumed run's history differs in them only.
 _VOLATILE_MESSAGE_KEYS = frozenset({"timestamp", "run_id", "conversation_id"})
@@ -128,3 +130,30 @@ def key_input(cache_key: tuple[object, ...]) -> str:
     """The digest of a unit's projected cache identity (what `Run.begin` keys the call by)."""
     text = json.dumps(project(cache_key), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def key_and_inputs(cache_key: tuple[object, ...]) -> tuple[str, Any]:
+    """`key_input(cache_key)`, and what the call was given, recorded beside its output.
+
+    The inputs are the projected identity; a model request's message history becomes a
+    `Chat` (each message stored once per run), the rest of the identity stored whole.
+    """
+    projected = project(cache_key)
+    key = hashlib.blake2b(_dumps(projected).encode(), digest_size=16).hexdigest()
+    for i, item in enumerate(cache_key):
+        if (
+            isinstance(item, list)
+            and item
+            and all(isinstance(m, ModelRequest | ModelResponse) for m in item)
+        ):
+            messages = projected[i]
+            digests = b"".join(
+                hashlib.blake2b(_dumps(m).encode(), digest_size=16).digest() for m in messages
+            )
+            rest = {"identity": [*projected[:i], "<messages>", *projected[i + 1 :]]}
+            return key, Chat(messages, digests, rest)
+    return key, json.loads(_dumps(projected))

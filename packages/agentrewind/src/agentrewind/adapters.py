@@ -12,6 +12,11 @@ What an adapter does, and where it finds it:
 - **Record a call, or replay it**: `call = run.begin(kind, name, key_input)`; when `call.hit`,
   return `call.value()`; else `call.start()`, run the real thing inside `call.executing()`,
   then `call.complete(output, usage)` or `call.fail(exc)` (`a`-prefixed async twins).
+- **Inputs**: `run.begin(..., inputs=value)` records what the call was given beside its
+  output (default: the key input; `record_inputs=False` per call site); a chat call passes
+  `inputs=Chat(messages, digests, rest)` so each message is stored once per run, and
+  `call.produced(digest, path)` names a message of its output a later prompt repeats.
+  `resolve_inputs(records)` rebuilds a run's inputs for display.
 - **Keys and ids**: `Run.digest(value)` hashes a normalised input; `new_id()` makes a
   time-ordered id.
 - **Codecs**: `register_codec(Codec(...))` teaches the serializer a framework type;
@@ -77,6 +82,7 @@ from .journal import (
     idempotency_key,
 )
 from .journal.cache import content_key as cache_content_key
+from .journal.inputs import Chat, resolve_inputs
 from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
 from .serde import Codec, Serializer, register_codec
@@ -104,6 +110,7 @@ __all__ = [
     "CacheStats",
     "Call",
     "CallEvent",
+    "Chat",
     "CliRegistrar",
     "Codec",
     "CorruptRecordError",
@@ -157,6 +164,7 @@ __all__ = [
     "new_id",
     "place",
     "register_codec",
+    "resolve_inputs",
     "retire_lease_owner",
     "step_place",
 ]

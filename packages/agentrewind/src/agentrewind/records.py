@@ -13,12 +13,14 @@ from .errors import CorruptRecordError, SchemaVersionError
 
 __all__ = [
     "INDEX_FROM",
+    "INPUT_FIELDS",
     "RECORD_FORMAT",
     "RunInfo",
     "RunMetrics",
     "StepIndex",
     "StepRecord",
     "StepStatus",
+    "base_key",
     "open_journal",
     "site_json",
 ]
@@ -29,6 +31,16 @@ RECORD_FORMAT = 1
 """Version of the encoded record layout; a newer one is refused, never misread."""
 
 _MAGIC = b"AR"
+
+INPUT_FIELDS = ("inputs", "prompt")
+"""The meta entries holding a step's sealed inputs (`journal.inputs`): both absent in records
+written before inputs were recorded, or with `record_inputs=False`."""
+
+
+def base_key(key: str) -> str:
+    """The call's key of a record's key: `<key>`, or the `<key>` of an attempt's `<key>@<n>`."""
+    head, at, n = key.rpartition("@")
+    return head if at and n.isdigit() and head.rpartition("#")[2].isdigit() else key
 
 
 @dataclasses.dataclass(slots=True)

@@ -9,7 +9,8 @@ from typing import Any
 from ..diff import diff_states
 from ..documents import RunNotFoundError
 from ..errors import CheckpointCycleError
-from ..records import StepRecord
+from ..journal.inputs import inputs_of
+from ..records import INPUT_FIELDS, StepRecord
 from ..stores import Store
 from ..timeline import HEAD, Timeline
 from ..tree import TreeNode, find_cycle, render_tree
@@ -29,8 +30,17 @@ __all__ = [
 ]
 
 
-def step_json(s: StepRecord, ref: str, *, output: bool = False) -> dict[str, Any]:
-    """A step as JSON data; `ref` is the short name `log` prints."""
+def step_json(
+    s: StepRecord, ref: str, *, output: bool = False, inputs: Any = None
+) -> dict[str, Any]:
+    """A step as JSON data; `ref` is the short name `log` prints.
+
+    With `output`, its `inputs` (as `journal.inputs` rebuilds them) and output are added;
+    the meta entries that hold the inputs are left out of `meta` either way.
+    """
+    meta = s.meta
+    if any(f in meta for f in INPUT_FIELDS):
+        meta = {k: v for k, v in meta.items() if k not in INPUT_FIELDS}
     data = {
         "seq": s.seq,
         "ref": ref,
@@ -41,9 +51,10 @@ def step_json(s: StepRecord, ref: str, *, output: bool = False) -> dict[str, Any
         "name": s.name,
         "status": s.status,
         "created_at": iso(s.created_at) if s.created_at else None,
-        "meta": s.meta,
+        "meta": meta,
     }
     if output:
+        data["inputs"] = inputs
         data["output"] = s.output
     return data
 
@@ -193,19 +204,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         step = find_step(steps, args.step, _heads(store, where))
         if where.source is not None and step.output is None and hasattr(where.source, "output"):
             step.output = where.source.output(store, args.run, step)
-    data = step_json(step, labels(steps)[step.step_id], output=True)
+    inputs = inputs_of(step, steps, namespace=store.namespace)
+    data = step_json(step, labels(steps)[step.step_id], output=True, inputs=inputs)
     if args.json:
         print(dumps(data))
         return 0
     for name in ("seq", "ref", "step_id", "parent_id", "key", "kind", "name", "status"):
         print(f"{name:<10} {data[name]}")
     print(f"{'created':<10} {data['created_at']}")
-    print(f"{'meta':<10} {dumps(step.meta)}")
+    print(f"{'meta':<10} {dumps(data['meta'])}")
+    if "error" in step.meta:  # a failed attempt: what it raised, then what it was given
+        error = step.meta["error"]
+        print(f"{'error':<10} {error.get('type', 'Error')}: {error.get('message', '')}")
+    print(f"{'inputs':<10} {dumps(inputs)}")
     print(f"{'output':<10} {dumps(step.output)}")
     return 0
 
 
-def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[str, Any]:
+def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[str, Any, Any]:
     run_id, _, ref = spec.rpartition("@") if "@" in spec else (spec, "", "")
     if default_run is not None and "@" not in spec:
         run_id, ref = default_run, spec
@@ -223,19 +239,23 @@ def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[st
         step = done[-1]
     if where.source is not None and step.output is None and hasattr(where.source, "output"):
         step.output = where.source.output(store, run_id, step)
-    return f"{run_id}@{labels(steps)[step.step_id]}", step.output
+    inputs = inputs_of(step, steps, namespace=store.namespace)
+    return f"{run_id}@{labels(steps)[step.step_id]}", step.output, inputs
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """`agentrewind diff A B`: what changed between two states."""
     with open_store(args) as store:
-        name_a, a = _resolve_state(store, args.a, args.run)
-        name_b, b = _resolve_state(store, args.b, args.run)
+        name_a, a, inputs_a = _resolve_state(store, args.a, args.run)
+        name_b, b, inputs_b = _resolve_state(store, args.b, args.run)
     if args.format == "json-patch":
         print(dumps(formats.json_patch(a, b)))
         return 0
     changes = diff_states(a, b)
     result: dict[str, Any] = {"a": name_a, "b": name_b, **changes}
+    given = None if inputs_a is None and inputs_b is None else diff_states(inputs_a, inputs_b)
+    if given is not None:
+        result["inputs"] = given
     if args.json:
         print(dumps(result))
         return 0
@@ -254,4 +274,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         line("33", f"~ {path}: {before} -> {after}")
     if not any(changes.values()):
         print("(no differences)")
+    if given is not None and any(given.values()):
+        print("inputs:")
+        for path, value in given["removed"].items():
+            line("31", f"- {path}: {json.dumps(value, default=str)}")
+        for path, value in given["added"].items():
+            line("32", f"+ {path}: {json.dumps(value, default=str)}")
+        for path, change in given["changed"].items():
+            before, after = (json.dumps(change[k], default=str) for k in ("before", "after"))
+            line("33", f"~ {path}: {before} -> {after}")
     return 0

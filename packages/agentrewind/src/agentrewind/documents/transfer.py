@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..records import RunMetrics, StepRecord
+from ..records import INPUT_FIELDS, RunMetrics, StepRecord, base_key
 from ..serde import Serializer
 from ..serde.encryption import Encryption, Place, checkpoint_place, step_place
 from ..serde.tags import TAG
@@ -59,7 +59,7 @@ def _sealed(tree: Any) -> bool:
 
 
 def _places(record: StepRecord, namespace: str) -> list[tuple[str, Place]]:
-    """The sealed fields of a record (`output`, `meta.metadata`) and their places."""
+    """The sealed fields of a record (`output`, and meta entries) and their places."""
     if record.kind == DOC_KIND:
         return []  # the document's own fields: descriptive copies, never opened
     if record.kind == "checkpoint":
@@ -67,7 +67,14 @@ def _places(record: StepRecord, namespace: str) -> list[tuple[str, Place]]:
             ("output", checkpoint_place(namespace, record.run_id, record.step_id, "state")),
             ("metadata", checkpoint_place(namespace, record.run_id, record.step_id, "metadata")),
         ]
-    return [("output", step_place(namespace, record.run_id, record.key))]
+    inputs = step_place(namespace, record.run_id, base_key(record.key), "inputs")
+    return [
+        ("output", step_place(namespace, record.run_id, record.key)),
+        *((field, inputs) for field in INPUT_FIELDS),
+    ]
+
+
+_SEALED_META = ("metadata", *INPUT_FIELDS)
 
 
 def moved_records(
@@ -97,7 +104,9 @@ def moved_records(
     moved = [dataclasses.replace(r, run_id=dst_run) for r in records]
     if source == target:
         return moved
-    sealed = [r for r in records if _sealed(r.output) or _sealed(r.meta.get("metadata"))]
+    sealed = [
+        r for r in records if _sealed(r.output) or any(_sealed(r.meta.get(f)) for f in _SEALED_META)
+    ]
     if not sealed:
         return moved
     encryption = encryption or Encryption.from_env()
@@ -118,8 +127,8 @@ def moved_records(
             dst = place.moved(dst_ns, dst_run)
             if field == "output":
                 output = serializer.rebind(output, place, dst)
-            elif "metadata" in meta:
-                meta["metadata"] = serializer.rebind(meta["metadata"], place, dst)
+            elif field in meta:
+                meta[field] = serializer.rebind(meta[field], place, dst)
         out.append(dataclasses.replace(new, output=output, meta=meta))
     return out
 

@@ -15,9 +15,9 @@ import os
 import socket
 from typing import Any
 
-from ..records import StepRecord
+from ..records import StepRecord, base_key
 
-__all__ = ["ATTEMPTS_KEPT", "attempt_key", "replaced", "replacing"]
+__all__ = ["ATTEMPTS_KEPT", "attempt_key", "base_key", "replaced", "replacing"]
 
 ATTEMPTS_KEPT = 10
 """How many replaced attempts of one call are kept (the most recent), as records under

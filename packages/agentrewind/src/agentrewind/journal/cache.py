@@ -29,6 +29,7 @@ from ..stores import Store
 from ..stores.cache import CacheEntry, CacheStats
 from .cache_sites import CacheOptions, CacheSites, cache_name, cache_options, site_options
 from .call import Call, JournalSettings, Outcome
+from .plain import astep_call, step_call
 
 __all__ = [
     "CacheControl",
@@ -58,19 +59,20 @@ class Run(Protocol):
     @property
     def _lock(self) -> Any: ...
 
-    def begin(self, kind: str, name: str, key_input: Any, *, side_effects: bool = ...) -> Call:
+    def begin(
+        self,
+        kind: str,
+        name: str,
+        key_input: Any,
+        *,
+        side_effects: bool = ...,
+        inputs: Any = ...,
+        record_inputs: bool | None = ...,
+    ) -> Call:
         """See `Run.begin`."""
         ...
 
     def _note(self, call: Call, outcome: Outcome, error: BaseException | None = None) -> None: ...
-
-    def _step(
-        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
-    ) -> Any: ...
-
-    def _astep(
-        self, name: str, fn: Callable[..., Any], key: Any, args: tuple[Any, ...], kwargs: Any
-    ) -> Any: ...
 
 
 class _Sink:
@@ -296,9 +298,11 @@ def run_step(
     """`Run.step`: a journaled step, also cached across runs with a `cache_ttl=` (seconds).
 
     An async `fn` gives an awaitable. The step is keyed by `name` and its arguments; the
-    keyword `cache_ttl` is the step's, never passed on to `fn`.
+    keywords `cache_ttl` and `record_inputs` (False: the arguments are not recorded) are
+    the step's, never passed on to `fn`.
     """
     cache_ttl = kwargs.pop("cache_ttl", None)
+    record_inputs = kwargs.pop("record_inputs", None)
     if cache_ttl is not None:
         options = cache_options(cache_ttl)
         assert options is not None
@@ -306,8 +310,8 @@ def run_step(
         call = acached_call if inspect.iscoroutinefunction(fn) else cached_call
         return call(run, run.middleware, name, fn, key_input, options, args, kwargs)
     if inspect.iscoroutinefunction(fn):
-        return run._astep(name, fn, None, args, kwargs)
-    return run._step(name, fn, None, args, kwargs)
+        return astep_call(run, name, fn, None, args, kwargs, record_inputs=record_inputs)
+    return step_call(run, name, fn, None, args, kwargs, record_inputs=record_inputs)
 
 
 class CacheControl:

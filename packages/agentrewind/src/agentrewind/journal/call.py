@@ -18,6 +18,7 @@ from ..serde import Serializer
 from ..serde.encryption import Place, step_place
 from ..stores import Store
 from .attempts import replaced, replacing
+from .inputs import NO_INPUTS, InputMemory, seal_inputs
 
 # One DEBUG line per replay decision (here: replayed, executes, started but never completed;
 # run.py: divergence; middleware.py: run opened); nothing above DEBUG on the happy path.
@@ -50,6 +51,9 @@ class JournalSettings(Protocol):
     @property
     def record_failures(self) -> bool: ...
 
+    @property
+    def record_inputs(self) -> bool: ...
+
 
 class CacheSink(Protocol):
     """Stores a completed call's record in the cross-run cache (`journal.cache`)."""
@@ -72,6 +76,11 @@ class CallJournal(Protocol):
 
     @property
     def middleware(self) -> JournalSettings: ...
+
+    @property
+    def input_memory(self) -> InputMemory:
+        """Where this execution's chat messages are stored (`journal.inputs`)."""
+        ...
 
     def _record(
         self,
@@ -114,10 +123,14 @@ class Call:
     """
 
     __slots__ = (
+        "_input_meta",
+        "_learned",
+        "_parts",
         "_t0",
         "base",
         "cache",
         "hit",
+        "inputs",
         "key",
         "kind",
         "name",
@@ -165,6 +178,11 @@ class Call:
         )
         self.step_id = record.step_id if record is not None and self.prior is None else new_id()
         self._t0 = 0.0
+        self.inputs: Any = NO_INPUTS
+        """What the call was given, recorded with each of its records (`journal.inputs`)."""
+        self._input_meta: dict[str, Any] | None = None
+        self._learned: Any = None
+        self._parts: list[tuple[bytes, list[Any]]] = []
         self.cache: CacheSink | None = None
         """Where a completed output is also stored across runs (a `wrap(cache=...)` site)."""
         if hit:
@@ -186,10 +204,10 @@ class Call:
         r = self.record
         return self.run.middleware.serializer.open(r.output, self.place(r.run_id))
 
-    def place(self, run_id: str | None = None) -> Place:
-        """Where this call's output is stored (what its ciphertext is bound to)."""
+    def place(self, run_id: str | None = None, field: str = "output") -> Place:
+        """Where this call's output (or `field`) is stored (what its ciphertext is bound to)."""
         namespace = self.run.middleware.store.namespace
-        return step_place(namespace, run_id or self.run.run_id, self.key)
+        return step_place(namespace, run_id or self.run.run_id, self.key, field)
 
     def serve(self, tree: Any, meta: dict[str, Any]) -> None:
         """Make this call a hit on `tree`, an output as the journal stores it (a cache entry).
@@ -243,10 +261,36 @@ class Call:
                 raise
 
     def _attempt(self, meta: dict[str, Any]) -> dict[str, Any]:
-        """`meta` of this call's first record, marked as the attempt replacing `prior`."""
+        """`meta` of a record of this call: its inputs, and the attempt it replaces if any."""
         if self.prior is not None and self.record is self.prior:
             meta.update(replacing(self.prior, time.time()))
+        if self.inputs is not NO_INPUTS:
+            if self._input_meta is None:
+                serializer, memory = self.run.middleware.serializer, self.run.input_memory
+                place = None if serializer.encryption is None else self.place(field="inputs")
+                self._input_meta, self._learned = seal_inputs(
+                    self.inputs, self.key, memory, serializer, place
+                )
+            meta.update(self._input_meta)
         return meta
+
+    def produced(self, digest: bytes, path: list[Any]) -> None:
+        """Note a part of the output (at `path` in its tree) a later chat prompt may repeat.
+
+        Once the output is written, a prompt holding a message of that `digest` (a `Chat`
+        digest) refers to it there instead of storing it again.
+        """
+        self._parts.append((digest, path))
+
+    def _written(self) -> None:
+        """Once a record of this call is stored: what later inputs may refer to."""
+        memory = self.run.input_memory
+        if self._learned is not None:
+            memory.commit(self._learned)
+            self._learned = None
+        if self._parts and self.record is not None and self.record.status == "completed":
+            memory.produced(self.key, self._parts)
+            self._parts = []
 
     def _put(self, record: StepRecord, *, durable: bool = True) -> None:
         """Write `record`, first (once, in the same atomic write) the attempt it replaces."""
@@ -256,6 +300,8 @@ class Call:
             store.put_step(record, owner=owner, durable=durable)
         else:
             store.put_steps([replaced(prior, record.step_id), record], owner=owner, durable=durable)
+        if self._learned is not None or self._parts:
+            self._written()
 
     async def _aput(self, record: StepRecord, *, durable: bool = True) -> None:
         """Async twin of `_put`."""
@@ -266,6 +312,8 @@ class Call:
         else:
             kept = [replaced(prior, record.step_id), record]
             await store.aput_steps(kept, owner=owner, durable=durable)
+        if self._learned is not None or self._parts:
+            self._written()
 
     @contextmanager
     def executing(self) -> Iterator[None]:

@@ -76,6 +76,9 @@ class Middleware(Durable):
         recover_on_start: On the first `run` (or workflow run) of this middleware, recover
             the crashed runs of its registered workflows in a background thread
             (`recover()`), as a durable execution engine does at launch.
+        record_inputs: Record what each call was given (prompts, tool and step arguments)
+            beside its output, through the same `redact` hook (field `inputs`) and
+            encryption; False records outputs only (a call site can also turn it off).
 
     Example:
         >>> mw = Middleware("memory://")
@@ -97,6 +100,7 @@ class Middleware(Durable):
         redact: Redactor | None = None,
         encryption: Encryption | bool | None = None,
         recover_on_start: bool = False,
+        record_inputs: bool = True,
     ) -> None:
         if on_incomplete not in ("rerun", "skip", "raise"):
             raise ValueError(f"on_incomplete must be rerun, skip or raise, not {on_incomplete!r}")
@@ -106,6 +110,7 @@ class Middleware(Durable):
         self.on_incomplete: IncompletePolicy = on_incomplete
         self.lease_ttl = lease_ttl
         self.record_failures = record_failures
+        self.record_inputs = record_inputs
         self.serializer = Serializer(
             allow_pickle=allow_pickle,
             allowed_types=allowed_types,
@@ -178,6 +183,7 @@ class Middleware(Durable):
         cache_ttl: float | None = None,
         max_entries: int | None = None,
         cache_key: Callable[..., Any] | None = None,
+        record_inputs: bool | None = None,
     ) -> Callable[[F], F]: ...
     def step(
         self,
@@ -190,6 +196,7 @@ class Middleware(Durable):
         cache_ttl: float | None = None,
         max_entries: int | None = None,
         cache_key: Callable[..., Any] | None = None,
+        record_inputs: bool | None = None,
     ) -> F | Callable[[F], F]:
         """Decorate a function (sync or async) so calls inside a run are recorded/replayed.
 
@@ -205,6 +212,8 @@ class Middleware(Durable):
                 (`journal.cache`): the same call in a later run does not run again.
             max_entries: Entries the cache keeps for this step (least recently used go first).
             cache_key: `cache_key(*args, **kwargs)` identifies a call for the cache.
+            record_inputs: False: the call's arguments are not recorded (default: the
+                middleware's `record_inputs`).
         """
         if callable(name):
             return self.step()(name)
@@ -217,6 +226,7 @@ class Middleware(Durable):
             key=key,
             cache=cache,
             settings=self,
+            record_inputs=record_inputs,
         )
 
     @property

@@ -27,8 +27,10 @@ from ..telemetry import observers
 from .cache import begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
+from .inputs import KEY, InputMemory, Prepared
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
 from .notes import Notes, divergence_message, taken_over, warn_divergence, warn_rerun
+from .plain import astep_call, step_call
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
 
@@ -76,6 +78,7 @@ class Run:
         self._lease_at = 0.0
         self._observers = observers()  # OpenTelemetry spans when installed (telemetry.py)
         self._notes = Notes()  # replays and divergence, noted on records for viewers
+        self.input_memory = InputMemory()  # where this execution stored its chat messages
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, recorded={len(self._records)})"
@@ -225,9 +228,10 @@ class Run:
                     self._unconsumed.get(site, set()).discard(key)
 
     # -- the replay decision ----------------------------------------------------------------
-    def digest(self, key_input: Any) -> str:
+    def digest(self, key_input: Any, tree: Any = KEY) -> str:
         """Hash normalised input; raises `SerializationError` naming an unhashable path."""
-        tree = self.middleware.serializer.to_tree(key_input)
+        if tree is KEY:
+            tree = self.middleware.serializer.to_tree(key_input)
         text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
@@ -240,6 +244,8 @@ class Run:
         side_effects: bool = False,
         on_incomplete: IncompletePolicy | None = None,
         record_failures: bool | None = None,
+        inputs: Any = KEY,
+        record_inputs: bool | None = None,
     ) -> Call:
         """Decide whether a call replays (`call.hit`) or executes.
 
@@ -251,6 +257,9 @@ class Run:
                 follows `on_incomplete` on resume.
             on_incomplete: `rerun`, `skip` (returns None) or `raise` (`IncompleteStepError`).
             record_failures: Journal a failure so it is raised again on replay.
+            inputs: What the call was given, recorded with it (default: `key_input`); a
+                `journal.inputs.Chat` stores each chat message once per run.
+            record_inputs: Record `inputs` (default: the middleware's `record_inputs`).
 
         Raises:
             DivergenceError: With `strict=True`, when this call is new while recorded calls of
@@ -261,7 +270,14 @@ class Run:
         if self._keeper is not None and self._keeper.expired:
             raise lost_error(self.middleware.store, self.run_id, self.owner, self._keeper.lost_to)
         check_draining(self.middleware, self.run_id)
-        base = f"{kind}:{name}:{self.digest(key_input)}"
+        settings = self.middleware
+        tree = settings.serializer.to_tree(key_input)
+        base = f"{kind}:{name}:{self.digest(key_input, tree)}"
+        if settings.record_inputs if record_inputs is None else record_inputs:
+            if inputs is KEY:
+                inputs = key_input if settings.serializer.redact else Prepared(tree)
+        else:
+            inputs = KEY
         policy = on_incomplete or self.on_incomplete
         record_failures = (
             self.middleware.record_failures if record_failures is None else record_failures
@@ -295,6 +311,8 @@ class Run:
             record_failures=record_failures,
             policy=policy,
         )
+        if inputs is not KEY:
+            call.inputs = inputs
         if replayable:
             assert record is not None
             self._note(call, "replayed")
@@ -396,55 +414,16 @@ class Run:
         self, name: str, fn: Callable[..., T], /, *args: Any, cache_ttl: float, **kwargs: Any
     ) -> T: ...
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run `fn(*args, **kwargs)` as a recorded step; `cache_ttl=` caches it across runs."""
+        """Run `fn(*args, **kwargs)` as a recorded step; `cache_ttl=` caches it across runs.
+
+        Its arguments are recorded as its inputs unless `record_inputs=False` is passed.
+        """
         return run_step(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
-    def _step(
-        self,
-        name: str,
-        fn: Callable[..., T],
-        key: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        kind: str = "custom",
-        side_effects: bool = True,
-    ) -> T:
-        key_input = {"args": list(args), "kwargs": kwargs} if key is None else key
-        call = self.begin(kind, name, key_input, side_effects=side_effects)
-        if call.hit:
-            return call.value()  # type: ignore[no-any-return]
-        call.start()
-        with call.executing():
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                call.fail(exc)
-                raise
-        call.complete(result)
-        return result
+    def _step(self, name: str, fn: Callable[..., T], key: Any, *a: Any, **kw: Any) -> T:
+        return step_call(self, name, fn, key, *a, **kw)  # plain.py
 
-    async def _astep(
-        self,
-        name: str,
-        fn: Callable[..., Awaitable[T]],
-        key: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        kind: str = "custom",
-        side_effects: bool = True,
-    ) -> T:
-        key_input = {"args": list(args), "kwargs": kwargs} if key is None else key
-        call = self.begin(kind, name, key_input, side_effects=side_effects)
-        if call.hit:
-            return call.value()  # type: ignore[no-any-return]
-        await call.astart()
-        with call.executing():
-            try:
-                result = await fn(*args, **kwargs)
-            except BaseException as exc:
-                await call.afail(exc)
-                raise
-        await call.acomplete(result)
-        return result
+    def _astep(
+        self, name: str, fn: Callable[..., Awaitable[T]], key: Any, *a: Any, **kw: Any
+    ) -> Awaitable[T]:
+        return astep_call(self, name, fn, key, *a, **kw)

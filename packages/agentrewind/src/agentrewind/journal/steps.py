@@ -32,6 +32,7 @@ def make_step_decorator(
     key: Callable[..., Any] | None,
     cache: CacheOptions | None = None,
     settings: JournalSettings | None = None,
+    record_inputs: bool | None = None,
 ) -> Callable[[F], F]:
     """Build a decorator whose calls are recorded in the run `find_run()` returns (if any).
 
@@ -74,6 +75,7 @@ def make_step_decorator(
                     kwargs,
                     kind=kind,
                     side_effects=side_effects,
+                    record_inputs=record_inputs,
                 )
 
             return async_wrapper  # type: ignore[return-value]
@@ -105,6 +107,7 @@ def make_step_decorator(
                 kwargs,
                 kind=kind,
                 side_effects=side_effects,
+                record_inputs=record_inputs,
             )
 
         return wrapper  # type: ignore[return-value]
@@ -129,6 +132,7 @@ def step(
     cache_ttl: float | None = None,
     max_entries: int | None = None,
     cache_key: Callable[..., Any] | None = None,
+    record_inputs: bool | None = None,
 ) -> Callable[[F], F]: ...
 def step(
     name: str | F | None = None,
@@ -140,6 +144,7 @@ def step(
     cache_ttl: float | None = None,
     max_entries: int | None = None,
     cache_key: Callable[..., Any] | None = None,
+    record_inputs: bool | None = None,
     **timeline_options: Any,
 ) -> F | Callable[[F], F]:
     """Decorate a function (sync or async) so its calls are steps of the run in progress.
@@ -158,6 +163,8 @@ def step(
             (`journal.cache`); outside any run the function is a plain call.
         max_entries: Entries the cache keeps for this step (least recently used go first).
         cache_key: `cache_key(*args, **kwargs)` identifies a call for the cache.
+        record_inputs: False: the call's arguments are not recorded as its inputs (default:
+            the middleware's `record_inputs`).
         **timeline_options: Not accepted: they belonged to the timeline decorator that was
             called `step` before 0.2 and is now `agentrewind.checkpointed`.
 
@@ -181,10 +188,8 @@ def step(
             "the run in progress (like @middleware.step)"
         )
     cache = cache_options(cache_ttl, max_entries, cache_key)
+    options: dict[str, Any] = {"kind": kind, "side_effects": side_effects, "key": key}
+    options.update(cache=cache, record_inputs=record_inputs)
     if callable(name):
-        return make_step_decorator(
-            CURRENT_RUN.get, None, kind=kind, side_effects=side_effects, key=key, cache=cache
-        )(name)
-    return make_step_decorator(
-        CURRENT_RUN.get, name, kind=kind, side_effects=side_effects, key=key, cache=cache
-    )
+        return make_step_decorator(CURRENT_RUN.get, None, **options)(name)
+    return make_step_decorator(CURRENT_RUN.get, name, **options)

@@ -16,6 +16,7 @@ from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
 from ..documents.locating import find_step, labels
+from ..journal.inputs import inputs_of
 from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores import Store
 from ..stores.urls import redact_url
@@ -48,9 +49,10 @@ def run_steps(store: Store, run_id: str) -> tuple[str, list[StepRecord]]:
     return where.name, steps
 
 
-def step_json(s: StepRecord, *, output: bool = False) -> dict[str, Any]:
+def step_json(s: StepRecord, *, output: bool = False, inputs: Any = None) -> dict[str, Any]:
     """A step as the CLI prints it, with its Unix `created_at` (the pages format times)."""
-    return _views.step_json(s, s.step_id, output=output) | {"created_at": s.created_at}
+    data = _views.step_json(s, s.step_id, output=output, inputs=inputs)
+    return data | {"created_at": s.created_at}
 
 
 def _node_json(n: Any) -> dict[str, Any]:
@@ -216,7 +218,8 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
     source, _, steps = _find(store, run_id)
     # What the CLI prints names a step here too: a sequence number or a short id.
     step = find_step(steps, step_id)
-    data, step_id = step_json(step, output=True), step.step_id
+    inputs = inputs_of(step, steps, namespace=store.namespace)
+    data, step_id = step_json(step, output=True, inputs=inputs), step.step_id
     data["short"] = labels(steps).get(step_id, step_id)  # the id as the CLI prints it
     for plugin in run_sources():
         detail = getattr(plugin, "step_detail", None)
@@ -270,7 +273,9 @@ def diff(store: Store, run_id: str, a: str, b: str) -> dict[str, Any]:
             return detail["channel_values"]
         return step["output"]
 
-    return {"a": left, "b": right, "changes": diff_states(state(left), state(right))}
+    changes = diff_states(state(left), state(right))
+    return {"a": left, "b": right, "changes": changes,
+            "inputs": diff_states(left["inputs"], right["inputs"])}  # fmt: skip
 
 
 def metrics(store: Store, run_id: str | None = None, limit: int = 500) -> dict[str, Any]:

@@ -203,7 +203,8 @@ function stepView(step) {
     parts.push(h("div", { class: "split" }, jsonPanel("Channel values", d.channel_values),
       jsonPanel(`Pending writes (${d.pending_writes.length})`, d.pending_writes)), jsonPanel("Metadata", d.metadata));
   } else {
-    parts.push(h("div", { class: "split" }, jsonPanel("Output", step.output), jsonPanel("Meta (timings, usage, errors)", m)));
+    parts.push(h("div", { class: "split", "data-testid": "inputs-output" }, jsonPanel("Inputs", step.inputs === undefined ? null : step.inputs),
+      jsonPanel("Output", step.output)), jsonPanel("Meta (timings, usage, errors)", m));
   }
   return h("section", { "data-testid": "step" }, parts);
 }
@@ -295,7 +296,9 @@ async function diffPage(token, runId, query) {
   render(h("h1", {}, `Diff in ${runId}`), h("p", {}, link(`${runHref(runId)}/graph`, "← graph")),
     h("ul", { class: "diff-list", "data-testid": "diff" }, items.length ? items : h("li", {}, "no differences")),
     h("div", { class: "split" }, jsonPanel(`A: ${d.a.short || d.a.step_id} ${d.a.meta.description || d.a.name}`, state(d.a)),
-      jsonPanel(`B: ${d.b.short || d.b.step_id} ${d.b.meta.description || d.b.name}`, state(d.b))));
+      jsonPanel(`B: ${d.b.short || d.b.step_id} ${d.b.meta.description || d.b.name}`, state(d.b))),
+    d.a.inputs || d.b.inputs ? h("div", { class: "split", "data-testid": "diff-inputs" }, jsonPanel("A: inputs", d.a.inputs),
+      jsonPanel("B: inputs", d.b.inputs)) : null);
 }
 
 // -- metrics ----------------------------------------------------------------------------------
