@@ -48,7 +48,7 @@ def test_an_unstorable_value_is_returned_logged_and_re_run(
     cfg = {"configurable": {"thread_id": "unstorable"}}
     with caplog.at_level(logging.WARNING, logger="agentrewind.langchain"):
         first = wrapped.invoke(1, cfg)
-        with pytest.warns(agentrewind.RerunWarning, match="could not be stored"):
+        with pytest.warns(agentrewind.RerunWarning, match="could not be written"):
             second = wrapped.invoke(1, cfg)
     assert first.fn is len and second.fn is len
     assert runs == [1, 1]  # not journaled: it runs again on resume

@@ -242,22 +242,26 @@ class Call:
         runs again either way), so it is written without waiting for the disk; under `skip`
         and `raise` the marker is what the resume acts on, so it is durable first.
         """
+        before = self.record
         record = self._started_record()
         if record is not None:
             try:
                 self._put(record, durable=self.policy != "rerun")
             except BaseException:
-                self.run._release(self)  # it never ran: a retry must reuse this key
+                # It never ran: a retry must reuse this key and find what the store holds.
+                self.run._unrecord(self, before)
                 raise
 
     async def astart(self) -> None:
         """Async twin of `start`."""
+        before = self.record
         record = self._started_record()
         if record is not None:
             try:
                 await self._aput(record, durable=self.policy != "rerun")
             except BaseException:
-                self.run._release(self)
+                # It never ran: a retry must reuse this key and find what the store holds.
+                self.run._unrecord(self, before)
                 raise
 
     def _attempt(self, meta: dict[str, Any]) -> dict[str, Any]:

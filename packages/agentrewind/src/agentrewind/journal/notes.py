@@ -72,7 +72,7 @@ def warn_rerun(run_id: str, key: str) -> None:
     warn_at_caller(
         RerunWarning(
             f"run {run_id!r}: {key!r} started in an earlier attempt and was never recorded as "
-            "completed (its process died in it, or its output could not be stored); it runs "
+            "completed (its process died in it, or its end could not be written); it runs "
             "again, so an effect it had may happen twice "
             "(pass agentrewind.idempotency_key() downstream, or on_incomplete='skip'/'raise')"
         )

@@ -387,6 +387,18 @@ class Run:
             self._last_step_id = call.step_id
         return record
 
+    def _unrecord(self, call: Call, before: StepRecord | None) -> None:
+        """Forget the record of `call` whose write failed (`before`: what the run held)."""
+        with self._lock:
+            if before is None:
+                self._records.pop(call.key, None)
+            else:
+                self._records[call.key] = before
+            if self._last_step_id == call.step_id and call.record is not None:
+                self._last_step_id = call.record.parent_id
+            call.record = before
+        self._release(call)
+
     def _release(self, call: Call) -> None:
         with self._lock:
             free = self._free_occ.setdefault(call.base, [])
