@@ -138,7 +138,11 @@ def test_sigkill_twenty_times_then_finish(url: str, tmp_path: Path) -> None:
         # Every attempt a kill cut short survives its resume, linked to the one replacing it.
         records = store.load_steps(run_id)
         kept = {r.step_id: r for r in records if "@" in r.key}
-        assert set(kept) == killed_ids and not status["kept failed"]
+        # A `started` record seen right after a kill may still complete: PostgreSQL commits a
+        # transaction whose COMMIT reached it before the client died. Then that attempt
+        # finished (same step id, completed) and nothing was cut short.
+        finished = {r.step_id for r in records if "@" not in r.key and r.status == "completed"}
+        assert set(kept) == killed_ids - finished and not status["kept failed"]
         by_id = {r.step_id: r for r in records}
         for record in kept.values():
             rerun = by_id[record.meta["replaced_by"]]
