@@ -34,7 +34,7 @@ def paused_graph(gate: threading.Event, entered: threading.Event) -> Any:
 
     def slow(state: State) -> dict[str, list[str]]:
         entered.set()
-        assert gate.wait(10)
+        assert gate.wait(120)  # the test runs two CLI processes meanwhile (slow under load)
         return {"items": ["slow"]}
 
     b.add_node("first", lambda s: {"items": ["first"]})
