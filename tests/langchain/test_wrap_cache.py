@@ -72,6 +72,39 @@ def test_named_sites_are_served_to_another_run(durable_url: str) -> None:
     mw.close()
 
 
+def test_each_wrapped_object_keeps_its_own_rules(durable_url: str) -> None:
+    """Rules belong to the wrapper, not to the middleware: an entry another wrapper stored
+    under a site this one does not name is never served to it, sync or async."""
+    mw = agentrewind.Middleware(durable_url)
+    by_search: dict[str, int] = {}
+    by_clock: dict[str, int] = {}
+    plain: dict[str, int] = {}
+    searching = mw.wrap(RunnableLambda(make_body(by_search)), cache_ttl=3600, cache="tool:search")
+    clocking = mw.wrap(RunnableLambda(make_body(by_clock)), cache_ttl=3600, cache="tool:clock")
+    unruled = mw.wrap(RunnableLambda(make_body(plain)))
+    for run_id in ("s1", "s2"):
+        searching.invoke("q", cfg(run_id))
+    assert by_search == {"search": 1, "clock": 2, "calls": 2}
+
+    async def twice(wrapped: Any, prefix: str) -> None:
+        for n in (1, 2):
+            await wrapped.ainvoke("q", cfg(f"{prefix}{n}"))
+
+    asyncio.run(twice(clocking, "c"))  # tool:search "q" is in the cache, not in its rules
+    assert by_clock == {"search": 2, "clock": 1, "calls": 2}
+    asyncio.run(twice(unruled, "u"))
+    assert plain == {"search": 2, "clock": 2, "calls": 2}
+    # Wrapped again with other rules: a new wrapper; the first keeps its own.
+    again = mw.wrap(searching, cache_ttl=3600, cache=["chat:*"])
+    assert again is not searching and searching.cache is not None
+    assert searching.cache.patterns == ("tool:search",) and again.cache is not None
+    assert again.cache.patterns == ("llm:*",)
+    assert mw.wrap(searching) is searching
+    hits = {s.site: s.hits for s in mw.cache.stats()}
+    assert hits == {"tool:search": 1, "tool:clock": 1}
+    mw.close()
+
+
 def test_nothing_is_cached_without_cache_ttl(sqlite_url: str) -> None:
     calls: dict[str, int] = {}
     mw = agentrewind.Middleware(sqlite_url)
@@ -128,7 +161,6 @@ def test_bad_cache_arguments_are_named_errors(
     with pytest.raises(CacheConfigError, match=match) as caught:
         mw.wrap(RunnableLambda(lambda x: x), **kwargs)
     assert isinstance(caught.value, ValueError) and isinstance(caught.value, TypeError)
-    assert mw.cache_sites == []
 
 
 STREAMED = "one two three four"

@@ -69,3 +69,21 @@ def test_nothing_is_cached_without_cache_ttl(durable_url: str) -> None:
             agent.run_sync("hi")
     assert calls == {"model": 4, "search": 2}
     mw.close()
+
+
+def test_two_wrapped_agents_keep_their_own_rules(sqlite_url: str) -> None:
+    mw = agentrewind.Middleware(sqlite_url)
+    cached_calls: dict[str, int] = {}
+    plain_calls: dict[str, int] = {}
+    cached = mw.wrap(build(cached_calls), cache_ttl=3600, cache=["tool:*:search"])
+    plain = mw.wrap(build(plain_calls))
+    for run_id in ("a", "b"):
+        with mw.run(run_id):
+            cached.run_sync("hi")
+    assert cached_calls == {"model": 4, "search": 1}
+    for run_id in ("c", "d"):  # the entry `cached` stored is not served to `plain`
+        with mw.run(run_id):
+            plain.run_sync("hi")
+    assert plain_calls == {"model": 4, "search": 2}
+    assert [s.hits for s in mw.cache.stats()] == [1]
+    mw.close()

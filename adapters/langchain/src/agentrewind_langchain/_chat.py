@@ -14,7 +14,7 @@ from agentrewind import Call, Run
 
 from ._keys import chat_key, llm_string, site_name
 from ._outcome import Outcome
-from ._scope import REPLAYED_TAG
+from ._scope import REPLAYED_TAG, Scope
 
 __all__ = [
     "begin_chat",
@@ -36,19 +36,20 @@ _STRUCTURED_KWARGS = ("ls_structured_output_format", "structured_output_format")
 
 
 def begin_chat(
-    run: Run,
+    scope: Scope,
     model: Any,
     messages: list[BaseMessage],
     stop: list[str] | None,
     kwargs: dict[str, Any],
     metadata: dict[str, Any] | None,
 ) -> Call:
-    """Decide whether this chat call replays (`call.hit`) or runs."""
+    """Decide whether this chat call replays (`call.hit`), is served by the cache, or runs."""
     params = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
     if stop is not None:
         params["stop"] = stop
     key = chat_key(llm_string(model), messages, params)
-    return run.begin("llm", site_name(model.get_name(), metadata), key)
+    run: Run = scope.run
+    return run.begin("llm", site_name(model.get_name(), metadata), key, cache=scope.cache)
 
 
 def _plain(value: Any) -> Any:

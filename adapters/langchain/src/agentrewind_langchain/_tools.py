@@ -118,6 +118,7 @@ def begin_tool(scope: Scope, info: ToolCallInfo) -> Call:
         tool_key(tool, info.tool_input),
         side_effects=side_effects,
         on_incomplete=meta.get("agentrewind_on_incomplete"),
+        cache=scope.cache,
     )
 
 

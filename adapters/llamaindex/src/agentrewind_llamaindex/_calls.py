@@ -22,7 +22,7 @@ from workflows import Context
 
 import agentrewind
 from agentrewind import Call
-from agentrewind.adapters import AgentRewindError
+from agentrewind.adapters import AgentRewindError, CacheSites
 
 from ._compat import subclasses
 from ._keys import llm_key, tool_key
@@ -30,7 +30,10 @@ from ._memory import install_memory_hooks
 from ._state import Patch, StepScopedStore, capture_writes, current_invocation
 from ._waits import install_wait_hook
 
-__all__ = ["install_call_hooks"]
+__all__ = ["CACHE", "install_call_hooks"]
+
+CACHE: ContextVar[CacheSites | None] = ContextVar("agentrewind_llamaindex_cache", default=None)
+"""The `wrap(cache=...)` rules of the wrapped workflow whose run is active in this context."""
 
 _LLM_METHODS = (
     "chat",
@@ -62,9 +65,10 @@ def _begin(
     if run is None or _GUARDS[kind].get():
         return None
     if kind == "llm":
-        return run.begin("llm", type(obj).__name__, llm_key(obj, method, args, kw))
+        key = llm_key(obj, method, args, kw)
+        return run.begin("llm", type(obj).__name__, key, cache=CACHE.get())
     name = getattr(getattr(obj, "metadata", None), "name", None) or type(obj).__name__
-    return run.begin("tool", name, tool_key(args, kw), side_effects=True)
+    return run.begin("tool", name, tool_key(args, kw), side_effects=True, cache=CACHE.get())
 
 
 def _usage(out: Any, writes: list[Patch] | None = None) -> dict[str, Any]:

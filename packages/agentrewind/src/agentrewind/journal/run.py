@@ -1,9 +1,8 @@
 """Record and replay: the decisions of DESIGN §3 in one place, used by every adapter.
 
-A call is identified by `kind:name:digest#occurrence`, where `digest` hashes the normalised
-input and `occurrence` counts identical calls in the run. A resumed run that makes the same
-call gets the recorded output; a changed input gets a new key and runs, so it can never
-receive another call's result.
+A call is identified by `kind:name:digest#occurrence` (`digest` hashes the normalised input,
+`occurrence` counts identical calls in the run). A resumed run making the same call gets the
+recorded output; a changed input gets a new key and runs, never another call's result.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .cache import begin_cached, run_step
+from .cache import CacheSites, begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
@@ -197,7 +196,7 @@ class Run:
     def records(self) -> list[StepRecord]:
         """The run's records as this execution knows them (loaded on open, then as written).
 
-        Adapters that rebuild framework state on resume read this instead of the store again.
+        Adapters rebuilding framework state on resume read this, not the store again.
         """
         with self._lock:
             known = dict(self._records)
@@ -241,6 +240,7 @@ class Run:
         side_effects: bool = False,
         on_incomplete: IncompletePolicy | None = None,
         record_failures: bool | None = None,
+        cache: CacheSites | None = None,
     ) -> Call:
         """Decide whether a call replays (`call.hit`) or executes.
 
@@ -252,6 +252,7 @@ class Run:
                 follows `on_incomplete` on resume.
             on_incomplete: `rerun`, `skip` (returns None) or `raise` (`IncompleteStepError`).
             record_failures: Journal a failure so it is raised again on replay.
+            cache: The wrapped object's `wrap(cache=...)` rules (the cross-run cache).
 
         Raises:
             DivergenceError: With `strict=True`, when this call is new while recorded calls of
@@ -316,7 +317,7 @@ class Run:
                 return call
             with self._lock:
                 self.metrics.reruns += 1
-        begin_cached(self, call, key_input)  # a `wrap(cache=[...])` site: the cross-run cache
+        begin_cached(self, call, key_input, cache)
         return call
 
     def _check_divergence(self, kind: str, name: str, key: str) -> None:
