@@ -3,6 +3,8 @@ tool calls served across runs from the cross-run cache (SQLite, Redis, PostgreSQ
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -71,8 +73,8 @@ def test_nothing_is_cached_without_cache_ttl(durable_url: str) -> None:
     mw.close()
 
 
-def test_two_wrapped_agents_keep_their_own_rules(sqlite_url: str) -> None:
-    mw = agentrewind.Middleware(sqlite_url)
+def test_two_wrapped_agents_keep_their_own_rules(tmp_path: Path) -> None:
+    mw = agentrewind.Middleware(f"sqlite:///{tmp_path / 'runs.db'}")
     cached_calls: dict[str, int] = {}
     plain_calls: dict[str, int] = {}
     cached = mw.wrap(build(cached_calls), cache_ttl=3600, cache=["tool:*:search"])
