@@ -11,14 +11,12 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.globals import set_llm_cache
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 import agentrewind
 from agentrewind import CacheConfigError
-from agentrewind_langchain import RewindCache
 from agentrewind_langchain.testing import ScriptedChatModel
 
 
@@ -185,26 +183,6 @@ def test_a_cached_stream_replays_its_chunks_in_another_run(durable_url: str) -> 
     assert asyncio.run(main()) == first and counter == {"calls": 1}
     (stats,) = mw.cache.stats()
     assert (stats.site, stats.hits) == ("llm:ScriptedChatModel", 2)
-
-
-def test_set_llm_cache_cannot_serve_a_stream(sqlite_url: str) -> None:
-    """LangChain's `BaseChatModel.stream` never asks the cache of a model that streams (only
-    a model that cannot stream falls back to `invoke`, which does): the wrapped path does."""
-    counter: dict[str, int] = {}
-    cache = RewindCache(sqlite_url, ttl=3600)
-    set_llm_cache(cache)
-    try:
-        model = ScriptedChatModel(responses=[STREAMED], counter=counter)
-        for _ in range(2):
-            assert "".join(str(c.content) for c in model.stream("hi")) == STREAMED
-        assert counter == {"calls": 2}  # not served: LangChain bypasses BaseCache
-        quiet = ScriptedChatModel(responses=[STREAMED], counter=counter, disable_streaming=True)
-        for _ in range(2):
-            assert "".join(str(c.content) for c in quiet.stream("hi")) == STREAMED
-        assert counter == {"calls": 3}  # falls back to invoke: served the second time
-    finally:
-        set_llm_cache(None)
-        cache.close()
 
 
 class State(TypedDict):
