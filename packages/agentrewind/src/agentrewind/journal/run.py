@@ -194,9 +194,8 @@ class Run:
 
     # -- helpers for adapters that write their own records -----------------------------------
     def records(self) -> list[StepRecord]:
-        """The run's records as this execution knows them (loaded on open, then as written).
-
-        Adapters rebuilding framework state on resume read this, not the store again.
+        """The run's records as this execution knows them (loaded on open, then as written):
+        what adapters that rebuild framework state on resume read instead of the store again.
         """
         with self._lock:
             known = dict(self._records)
