@@ -29,6 +29,7 @@ __all__ = [
     "CacheStats",
     "MemoryCache",
     "TableCache",
+    "TalliedCache",
     "Tally",
 ]
 
@@ -195,7 +196,7 @@ class Tally:
                 self._pending += hits + misses
 
 
-_LIVE: weakref.WeakSet[TableCache] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[TalliedCache] = weakref.WeakSet()
 
 
 @atexit.register
@@ -205,22 +206,17 @@ def _flush_at_exit() -> None:
             cache.flush()
 
 
-class TableCache(CacheBackend):
-    """A cache in tables, created (or migrated) once, on first use, by `_create_tables`.
+class TalliedCache(CacheBackend):
+    """A cache whose lookups count through a `Tally` (SQLite, PostgreSQL, Redis).
 
-    Its lookups count through a `Tally`: a backend calls `_counted(site, hit, ...)` after each
-    lookup and implements `_write_counts`; `stats` and `clear` call `flush` first.
+    A backend calls `_counted(site, hit, ...)` after each lookup and implements
+    `_write_counts`; its `stats` and `clear` call `flush` first, its store's `close` too.
     """
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
-        self._tables = Once(self._create_tables)
         self._tally = Tally()
         _LIVE.add(self)
-
-    @abc.abstractmethod
-    def _create_tables(self) -> None:
-        """Create or migrate the cache's tables (run once, under a lock)."""
 
     @abc.abstractmethod
     def _write_counts(self, counts: Counts) -> None:
@@ -240,6 +236,18 @@ class TableCache(CacheBackend):
         except BaseException:
             self._tally.give_back(counts)
             raise
+
+
+class TableCache(TalliedCache):
+    """A cache in tables, created (or migrated) once, on first use, by `_create_tables`."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._tables = Once(self._create_tables)
+
+    @abc.abstractmethod
+    def _create_tables(self) -> None:
+        """Create or migrate the cache's tables (run once, under a lock)."""
 
 
 class MemoryCache(CacheBackend):
