@@ -194,9 +194,7 @@ class Run:
 
     # -- helpers for adapters that write their own records -----------------------------------
     def records(self) -> list[StepRecord]:
-        """The run's records as this execution knows them (loaded on open, then as written):
-        what adapters that rebuild framework state on resume read instead of the store again.
-        """
+        """The run's records as this execution knows them (for adapters that rebuild state)."""
         with self._lock:
             known = dict(self._records)
         return all_records(self.middleware.store, self.run_id, known, self._indexed)

@@ -84,9 +84,8 @@ class SQLiteCache(TableCache):
             apply_migrations(conn, "ar_cache_version", MIGRATIONS, CACHE_VERSION, too_new)
 
     def get(self, site: str, key: str) -> CacheEntry | None:
-        """A read; the counters are written in batches (`Tally`), the LRU time only where
-        the site is capped (`max_entries`).
-        """
+        # A read: the counters are written in batches (`Tally`), the LRU time only where
+        # the site is capped (`max_entries`).
         self._tables()
         now = time.time()
         with self.db.read() as conn:
