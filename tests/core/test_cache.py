@@ -17,6 +17,7 @@ import pytest
 import agentrewind
 from agentrewind.journal import cache as journal_cache
 from agentrewind.stores.cache import CacheEntry
+from agentrewind.stores.cache import Tally as StoresTally
 
 
 @pytest.fixture
@@ -221,3 +222,26 @@ def test_the_viewer_marks_a_hit_cached(mw: agentrewind.Middleware) -> None:
     assert [r["outcome"] for r in rows["rows"]] == ["cached"]
     assert rows["counts"]["cached"] == 1 and rows["counts"]["executed"] == 0
     assert [r["outcome"] for r in run_detail(mw.store, "a")["waterfall"]["rows"]] == ["executed"]
+
+
+def test_hit_counts_are_written_in_batches_and_exact_in_stats(tmp_path: Any) -> None:
+    """A hit on an uncapped site is a read: its count waits for the batch (`Tally.EVERY`
+    lookups, `Tally.SECONDS`, `stats`, `clear` or `close`), then adds up exactly."""
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    reader, other = agentrewind.connect(url), agentrewind.connect(url)
+    other.cache.put("tool:search", "k", CacheEntry(b"1", 0.5, 7), ttl=60)
+    for _ in range(3):
+        assert reader.cache.get("tool:search", "k") == CacheEntry(b"1", 0.5, 7)
+    assert reader.cache.get("tool:search", "absent") is None
+    assert [s.hits for s in other.cache.stats()] == [0]  # pending in `reader`
+    (mine,) = reader.cache.stats()  # this process: exact
+    assert (mine.hits, mine.misses, mine.seconds_saved, mine.tokens_saved) == (3, 1, 1.5, 21)
+    assert [(s.hits, s.misses) for s in other.cache.stats()] == [(3, 1)]  # written by stats
+    every = StoresTally.EVERY
+    for _ in range(every):
+        reader.cache.get("tool:search", "k")
+    assert [s.hits for s in other.cache.stats()] == [3 + every]  # the batch wrote itself
+    reader.cache.get("tool:search", "k")
+    reader.close()  # close writes what is pending
+    assert [s.hits for s in other.cache.stats()] == [4 + every]
+    other.close()

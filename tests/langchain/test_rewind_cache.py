@@ -11,6 +11,7 @@ from langchain_core.globals import set_llm_cache
 from langchain_core.load import dumps
 from langchain_core.messages import HumanMessage
 
+import agentrewind
 from agentrewind import SerializationError
 from agentrewind.adapters import CacheEntry
 from agentrewind_langchain import RewindCache
@@ -49,6 +50,65 @@ def test_set_llm_cache_serves_the_second_invoke(durable_url: str, global_cache: 
     second.clear()
     assert second.store.cache.stats() == []
     second.close()
+
+
+STREAMED = "one two three four"
+
+
+def stream(model: Any, config: Any = None) -> list[str]:
+    return [str(c.content) for c in model.stream("hi", config)]
+
+
+def astream(model: Any, config: Any = None) -> list[str]:
+    async def main() -> list[str]:
+        return [str(c.content) async for c in model.astream("hi", config)]
+
+    return asyncio.run(main())
+
+
+def test_set_llm_cache_serves_the_second_invoke_and_the_second_stream(
+    durable_url: str, global_cache: Any
+) -> None:
+    """LangChain asks a `BaseCache` only from `_generate_with_cache`; `stream` goes there when
+    the model does not stream (its `disable_streaming=True`): then the stream is a hit."""
+    counter: dict[str, int] = {}
+    cache = RewindCache(durable_url, ttl=3600)
+    set_llm_cache(cache)
+    model = ScriptedChatModel(responses=[STREAMED], counter=counter, disable_streaming=True)
+    assert model.invoke("hi").content == STREAMED and counter == {"calls": 1}
+    assert model.invoke("hi").content == STREAMED and counter == {"calls": 1}
+    assert stream(model) == [STREAMED] and counter == {"calls": 1}
+    assert astream(model) == [STREAMED] and counter == {"calls": 1}
+    fresh = ScriptedChatModel(responses=[STREAMED], counter=counter, disable_streaming=True)
+    assert stream(fresh) == [STREAMED] and counter == {"calls": 1}  # a stream first: a hit too
+    (stats,) = cache.store.cache.stats()
+    assert (stats.site, stats.entries, stats.hits) == ("llm:langchain", 1, 4)
+    cache.close()
+
+
+def test_a_streaming_models_second_stream_needs_wrap_cache(
+    durable_url: str, global_cache: Any
+) -> None:
+    """A model that streams: langchain-core's `stream`/`astream` call `_stream` and never
+    `BaseCache.lookup`/`update`, so `set_llm_cache` serves nothing; the same model wrapped with
+    `cache=["chat:*"]` (on the same store) streams once, then yields the chunks from the cache."""
+    counter: dict[str, int] = {}
+    cache = RewindCache(durable_url, ttl=3600)
+    set_llm_cache(cache)
+    model = ScriptedChatModel(responses=[STREAMED], counter=counter)
+    assert "".join(stream(model)) == STREAMED and "".join(astream(model)) == STREAMED
+    assert counter == {"calls": 2}  # neither asked nor filled the BaseCache
+    assert cache.store.cache.stats() == []
+    mw = agentrewind.Middleware(cache.store)
+    wrapped = mw.wrap(model, cache_ttl=3600, cache=["chat:*"])
+    first = stream(wrapped, {"configurable": {"agentrewind_run_id": "a"}})
+    assert "".join(first) == STREAMED and len(first) == 4 and counter == {"calls": 3}
+    assert stream(wrapped, {"configurable": {"agentrewind_run_id": "b"}}) == first
+    assert astream(wrapped, {"configurable": {"agentrewind_run_id": "c"}}) == first
+    assert counter == {"calls": 3}
+    (stats,) = mw.cache.stats()
+    assert (stats.site, stats.hits) == ("llm:ScriptedChatModel", 2)
+    cache.close()
 
 
 def test_model_cache_async(durable_url: str) -> None:

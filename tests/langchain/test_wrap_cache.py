@@ -11,14 +11,12 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.globals import set_llm_cache
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 import agentrewind
 from agentrewind import CacheConfigError
-from agentrewind_langchain import RewindCache
 from agentrewind_langchain.testing import ScriptedChatModel
 
 
@@ -69,6 +67,39 @@ def test_named_sites_are_served_to_another_run(durable_url: str) -> None:
     assert calls["search"] == 2
     stats = {s.site: (s.entries, s.hits) for s in mw.cache.stats()}
     assert stats["tool:search"] == (2, 1) and "tool:clock" not in stats
+    mw.close()
+
+
+def test_each_wrapped_object_keeps_its_own_rules(durable_url: str) -> None:
+    """Rules belong to the wrapper, not to the middleware: an entry another wrapper stored
+    under a site this one does not name is never served to it, sync or async."""
+    mw = agentrewind.Middleware(durable_url)
+    by_search: dict[str, int] = {}
+    by_clock: dict[str, int] = {}
+    plain: dict[str, int] = {}
+    searching = mw.wrap(RunnableLambda(make_body(by_search)), cache_ttl=3600, cache="tool:search")
+    clocking = mw.wrap(RunnableLambda(make_body(by_clock)), cache_ttl=3600, cache="tool:clock")
+    unruled = mw.wrap(RunnableLambda(make_body(plain)))
+    for run_id in ("s1", "s2"):
+        searching.invoke("q", cfg(run_id))
+    assert by_search == {"search": 1, "clock": 2, "calls": 2}
+
+    async def twice(wrapped: Any, prefix: str) -> None:
+        for n in (1, 2):
+            await wrapped.ainvoke("q", cfg(f"{prefix}{n}"))
+
+    asyncio.run(twice(clocking, "c"))  # tool:search "q" is in the cache, not in its rules
+    assert by_clock == {"search": 2, "clock": 1, "calls": 2}
+    asyncio.run(twice(unruled, "u"))
+    assert plain == {"search": 2, "clock": 2, "calls": 2}
+    # Wrapped again with other rules: a new wrapper; the first keeps its own.
+    again = mw.wrap(searching, cache_ttl=3600, cache=["chat:*"])
+    assert again is not searching and searching.cache is not None
+    assert searching.cache.patterns == ("tool:search",) and again.cache is not None
+    assert again.cache.patterns == ("llm:*",)
+    assert mw.wrap(searching) is searching
+    hits = {s.site: s.hits for s in mw.cache.stats()}
+    assert hits == {"tool:search": 1, "tool:clock": 1}
     mw.close()
 
 
@@ -128,7 +159,6 @@ def test_bad_cache_arguments_are_named_errors(
     with pytest.raises(CacheConfigError, match=match) as caught:
         mw.wrap(RunnableLambda(lambda x: x), **kwargs)
     assert isinstance(caught.value, ValueError) and isinstance(caught.value, TypeError)
-    assert mw.cache_sites == []
 
 
 STREAMED = "one two three four"
@@ -153,26 +183,6 @@ def test_a_cached_stream_replays_its_chunks_in_another_run(durable_url: str) -> 
     assert asyncio.run(main()) == first and counter == {"calls": 1}
     (stats,) = mw.cache.stats()
     assert (stats.site, stats.hits) == ("llm:ScriptedChatModel", 2)
-
-
-def test_set_llm_cache_cannot_serve_a_stream(sqlite_url: str) -> None:
-    """LangChain's `BaseChatModel.stream` never asks the cache of a model that streams (only
-    a model that cannot stream falls back to `invoke`, which does): the wrapped path does."""
-    counter: dict[str, int] = {}
-    cache = RewindCache(sqlite_url, ttl=3600)
-    set_llm_cache(cache)
-    try:
-        model = ScriptedChatModel(responses=[STREAMED], counter=counter)
-        for _ in range(2):
-            assert "".join(str(c.content) for c in model.stream("hi")) == STREAMED
-        assert counter == {"calls": 2}  # not served: LangChain bypasses BaseCache
-        quiet = ScriptedChatModel(responses=[STREAMED], counter=counter, disable_streaming=True)
-        for _ in range(2):
-            assert "".join(str(c.content) for c in quiet.stream("hi")) == STREAMED
-        assert counter == {"calls": 3}  # falls back to invoke: served the second time
-    finally:
-        set_llm_cache(None)
-        cache.close()
 
 
 class State(TypedDict):

@@ -3,6 +3,8 @@ tool calls served across runs from the cross-run cache (SQLite, Redis, PostgreSQ
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -53,11 +55,11 @@ def test_tool_and_model_calls_are_served_to_another_run(durable_url: str) -> Non
     with other.run("d"):
         assert both.run_sync("hi").output == "answer: sunny (weather)"
     assert calls == {"model": 6, "search": 1}
+    mw.close()  # writes the hit counts `mw` still holds (counts are written in batches)
     sites = {s.site: s.hits for s in other.cache.stats()}
     assert sites["tool:cached__function_toolset__<agent>.call_tool:search"] == 3
     assert sum(v for k, v in sites.items() if k.startswith("llm:")) == 2
     other.close()
-    mw.close()
 
 
 def test_nothing_is_cached_without_cache_ttl(durable_url: str) -> None:
@@ -68,4 +70,22 @@ def test_nothing_is_cached_without_cache_ttl(durable_url: str) -> None:
         with mw.run(run_id):
             agent.run_sync("hi")
     assert calls == {"model": 4, "search": 2}
+    mw.close()
+
+
+def test_two_wrapped_agents_keep_their_own_rules(tmp_path: Path) -> None:
+    mw = agentrewind.Middleware(f"sqlite:///{tmp_path / 'runs.db'}")
+    cached_calls: dict[str, int] = {}
+    plain_calls: dict[str, int] = {}
+    cached = mw.wrap(build(cached_calls), cache_ttl=3600, cache=["tool:*:search"])
+    plain = mw.wrap(build(plain_calls))
+    for run_id in ("a", "b"):
+        with mw.run(run_id):
+            cached.run_sync("hi")
+    assert cached_calls == {"model": 4, "search": 1}
+    for run_id in ("c", "d"):  # the entry `cached` stored is not served to `plain`
+        with mw.run(run_id):
+            plain.run_sync("hi")
+    assert plain_calls == {"model": 4, "search": 2}
+    assert [s.hits for s in mw.cache.stats()] == [1]
     mw.close()

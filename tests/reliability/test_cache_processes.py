@@ -65,6 +65,13 @@ def test_a_call_is_paid_once_across_processes(url: str, tmp_path: Path) -> None:
     assert other["value"] == {"answer": "R", "paid": 2}
 
     assert _paid(counter) == ["q", "r"]
+    # Each process wrote its counts (written in batches) by the time it closed.
+    mw = agentrewind.Middleware(url)
+    try:
+        (stats,) = mw.cache.stats()
+        assert (stats.site, stats.entries, stats.hits, stats.misses) == ("custom:search", 2, 1, 2)
+    finally:
+        mw.close()
 
 
 def test_after_the_ttl_a_call_is_paid_again(url: str, tmp_path: Path) -> None:

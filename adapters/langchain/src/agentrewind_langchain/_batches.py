@@ -33,7 +33,7 @@ from langchain_core.tracers.context import register_configure_hook
 from agentrewind import RunContext
 from agentrewind.adapters import new_id
 
-from ._scope import ACTIVE, Scope, resolve_run_id
+from ._scope import ACTIVE, Options, Scope, resolve_run_id
 
 __all__ = ["Each", "ItemScopes", "Items", "plan"]
 
@@ -227,7 +227,7 @@ class Items:
         return self.configs
 
     # -- opening and closing the items' runs ------------------------------------------------
-    def enter(self, contexts: list[RunContext], tool_side_effects: bool) -> ItemScopes:
+    def enter(self, contexts: list[RunContext], options: Options) -> ItemScopes:
         """Open every item's run (each in a context of its own)."""
         scopes: list[Scope] = []
         try:
@@ -235,7 +235,7 @@ class Items:
                 ctx = contextvars.copy_context()
                 run = ctx.run(context.__enter__)
                 self._open[i] = (context, ctx)
-                scopes.append(Scope(run, tool_side_effects))
+                scopes.append(options.scope(run))
                 ctx.run(ACTIVE.set, scopes[-1])
                 self.contexts.append(ctx)
         except BaseException as exc:
@@ -243,7 +243,7 @@ class Items:
             raise
         return self._scopes(scopes)
 
-    async def aenter(self, contexts: list[RunContext], tool_side_effects: bool) -> ItemScopes:
+    async def aenter(self, contexts: list[RunContext], options: Options) -> ItemScopes:
         """Async twin of `enter`."""
         scopes: list[Scope] = []
         try:
@@ -251,7 +251,7 @@ class Items:
                 ctx = contextvars.copy_context()
                 run = await asyncio.create_task(context.__aenter__(), context=ctx)
                 self._open[i] = (context, ctx)
-                scopes.append(Scope(run, tool_side_effects))
+                scopes.append(options.scope(run))
                 ctx.run(ACTIVE.set, scopes[-1])
                 self.contexts.append(ctx)
         except BaseException as exc:

@@ -15,7 +15,7 @@ from agentrewind.adapters import Chat
 
 from ._keys import canonical, chat_key_digests, llm_string, message_digest, site_name
 from ._outcome import Outcome
-from ._scope import REPLAYED_TAG
+from ._scope import REPLAYED_TAG, Scope
 
 __all__ = [
     "begin_chat",
@@ -37,20 +37,22 @@ _STRUCTURED_KWARGS = ("ls_structured_output_format", "structured_output_format")
 
 
 def begin_chat(
-    run: Run,
+    scope: Scope,
     model: Any,
     messages: list[BaseMessage],
     stop: list[str] | None,
     kwargs: dict[str, Any],
     metadata: dict[str, Any] | None,
 ) -> Call:
-    """Decide whether this chat call replays (`call.hit`) or runs."""
+    """Decide whether this chat call replays (`call.hit`), is served by the cache, or runs."""
     params = {k: v for k, v in kwargs.items() if k not in _STRUCTURED_KWARGS}
     if stop is not None:
         params["stop"] = stop
     key, digests = chat_key_digests(llm_string(model), messages, params)
     inputs = Chat(messages, digests, {"params": json.loads(canonical(params))} if params else None)
-    return run.begin("llm", site_name(model.get_name(), metadata), key, inputs=inputs)
+    run: Run = scope.run
+    name = site_name(model.get_name(), metadata)
+    return run.begin("llm", name, key, inputs=inputs, cache=scope.cache)
 
 
 def _plain(value: Any) -> Any:

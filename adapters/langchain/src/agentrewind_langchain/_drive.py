@@ -23,23 +23,23 @@ from typing import Any, TypeVar
 
 from agentrewind import RunContext
 
-from ._scope import ACTIVE, Scope
+from ._scope import ACTIVE, Options
 
 __all__ = ["acall", "adrive", "call", "drive"]
 
 T = TypeVar("T")
 
 
-def _enter(context: RunContext, tool_side_effects: bool) -> None:
-    ACTIVE.set(Scope(context.__enter__(), tool_side_effects))
+def _enter(context: RunContext, options: Options) -> None:
+    ACTIVE.set(options.scope(context.__enter__()))
 
 
-async def _aenter(context: RunContext, tool_side_effects: bool) -> None:
-    ACTIVE.set(Scope(await context.__aenter__(), tool_side_effects))
+async def _aenter(context: RunContext, options: Options) -> None:
+    ACTIVE.set(options.scope(await context.__aenter__()))
 
 
-def _call_in(context: RunContext, tool_side_effects: bool, fn: Callable[[], T]) -> T:
-    _enter(context, tool_side_effects)
+def _call_in(context: RunContext, options: Options, fn: Callable[[], T]) -> T:
+    _enter(context, options)
     try:
         result = fn()
     except BaseException:
@@ -49,11 +49,11 @@ def _call_in(context: RunContext, tool_side_effects: bool, fn: Callable[[], T]) 
     return result
 
 
-def call(context: RunContext | None, tool_side_effects: bool, fn: Callable[[], T]) -> T:
+def call(context: RunContext | None, options: Options, fn: Callable[[], T]) -> T:
     """Run `fn()` inside the run `context` opens (or as is when `context` is None)."""
     if context is None:
         return fn()
-    return contextvars.copy_context().run(_call_in, context, tool_side_effects, fn)
+    return contextvars.copy_context().run(_call_in, context, options, fn)
 
 
 class _Entered:
@@ -74,10 +74,10 @@ class _Entered:
             var.reset(token)
 
 
-async def _aopen(context: RunContext, tool_side_effects: bool) -> _Entered:
+async def _aopen(context: RunContext, options: Options) -> _Entered:
     base = contextvars.copy_context()
     ctx = base.copy()
-    await asyncio.create_task(_aenter(context, tool_side_effects), context=ctx)
+    await asyncio.create_task(_aenter(context, options), context=ctx)
     return _Entered(base, ctx)
 
 
@@ -85,13 +85,11 @@ async def _aclose(context: RunContext, entered: _Entered, exc_info: Any) -> None
     await asyncio.create_task(context.__aexit__(*exc_info), context=entered.ctx)
 
 
-async def acall(
-    context: RunContext | None, tool_side_effects: bool, fn: Callable[[], Awaitable[T]]
-) -> T:
+async def acall(context: RunContext | None, options: Options, fn: Callable[[], Awaitable[T]]) -> T:
     """Async twin of `call`, awaiting `fn()` in the caller's task."""
     if context is None:
         return await fn()
-    entered = await _aopen(context, tool_side_effects)
+    entered = await _aopen(context, options)
     tokens = entered.apply()
     try:
         result = await fn()
@@ -113,21 +111,23 @@ def _close_iter(iterator: Any) -> None:
 
 def drive(
     open_run: Callable[[], RunContext | None],
-    tool_side_effects: bool,
-    iterator: Iterator[T],
+    options: Options,
+    start: Callable[[], Iterator[T]],
 ) -> Iterator[T]:
-    """Yield what `iterator` yields, each item produced inside the run `open_run()` opens.
+    """Yield what `start()` yields, each item produced inside the run `open_run()` opens.
 
-    The run opens at the first `next()`. A consumer that stops early (`close()`) leaves the
-    run `paused`, not failed.
+    The run opens at the first `next()`, and `start()` is called inside it: a runnable
+    whose `stream` decides at call time (a chat model's) sees the run. A consumer that stops
+    early (`close()`) leaves the run `paused`, not failed.
     """
     context = open_run()
     if context is None:
-        yield from iterator
+        yield from start()
         return
     ctx = contextvars.copy_context()
-    ctx.run(_enter, context, tool_side_effects)
+    ctx.run(_enter, context, options)
     try:
+        iterator = ctx.run(start)
         while True:
             try:
                 item = ctx.run(next, iterator)
@@ -165,17 +165,22 @@ async def _aclose_iter(entered: _Entered, iterator: Any) -> None:
 
 async def adrive(
     open_run: Callable[[], RunContext | None],
-    tool_side_effects: bool,
-    iterator: AsyncIterator[T],
+    options: Options,
+    start: Callable[[], AsyncIterator[T]],
 ) -> AsyncIterator[T]:
     """Async twin of `drive`; each item is awaited in the consumer's task."""
     context = open_run()
     if context is None:
-        async for item in iterator:
+        async for item in start():
             yield item
         return
-    entered = await _aopen(context, tool_side_effects)
+    entered = await _aopen(context, options)
     try:
+        tokens = entered.apply()
+        try:
+            iterator = start()
+        finally:
+            entered.reset(tokens)
         while True:
             try:
                 item = await _astep(entered, iterator)

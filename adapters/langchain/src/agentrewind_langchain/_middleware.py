@@ -7,6 +7,7 @@ from typing import Any, TypeVar, cast
 from langchain_core.runnables import Runnable
 
 import agentrewind
+from agentrewind.adapters import CacheSites
 
 from ._patches import install
 from ._runnable import RewindRunnable
@@ -26,10 +27,13 @@ def wrap_runnable(middleware: agentrewind.Middleware, obj: Any, **kwargs: Any) -
         raise TypeError(
             f"agentrewind_langchain can wrap a LangChain Runnable, not {type(obj).__qualname__}"
         )
+    cache = CacheSites.take(kwargs)  # `wrap`'s cache_ttl=, cache=[...], max_entries=
     if isinstance(obj, RewindRunnable) and obj.middleware is middleware:
-        return obj
+        if not kwargs and cache in (None, obj.cache):
+            return obj
+        obj = obj.bound  # wrapped again with other options: they replace the first ones
     install()
-    return RewindRunnable(middleware, obj, **kwargs)
+    return RewindRunnable(middleware, obj, cache=cache, **kwargs)
 
 
 W = TypeVar("W")

@@ -85,7 +85,7 @@ def _decide(scope: Scope, model: Any, args: tuple[Any, ...], kwargs: dict[str, A
         FORCED.set(None)
         return forced, run_manager, True
     metadata = run_manager.metadata if run_manager is not None else None
-    call = _chat.begin_chat(scope.run, model, messages, stop, extra, metadata)
+    call = _chat.begin_chat(scope, model, messages, stop, extra, metadata)
     return call, run_manager, False
 
 
@@ -156,7 +156,7 @@ class _StreamCall:
     def begin(self, scope: Scope) -> Any:
         messages = _normalize_messages(self.model._convert_input(self.input).to_messages())
         metadata = ensure_config(self.config).get("metadata")
-        return _chat.begin_chat(scope.run, self.model, messages, self.stop, self.extra, metadata)
+        return _chat.begin_chat(scope, self.model, messages, self.stop, self.extra, metadata)
 
     def replay_config(self) -> Any:
         config = ensure_config(self.config)

@@ -19,13 +19,13 @@ from agentrewind.adapters import new_id
 
 from . import _batches
 from ._drive import acall, adrive, call, drive
-from ._scope import ACTIVE, RUN_ID_KEY, resolve_run_id
+from ._scope import ACTIVE, RUN_ID_KEY, Options, resolve_run_id
 
 if TYPE_CHECKING:
     from langchain_core.utils.pydantic import TypeBaseModel
 
     from agentrewind import Middleware
-    from agentrewind.adapters import IncompletePolicy
+    from agentrewind.adapters import CacheSites, IncompletePolicy
 
 __all__ = ["RUN_ID_KEY", "RewindRunnable", "resolve_run_id"]
 
@@ -63,6 +63,8 @@ class RewindRunnable(Runnable[Any, Any]):
         ttl: Seconds each run is kept after its last write.
         tool_side_effects: Write a `started` record before every tool call (default True);
             a tool's own `metadata={"agentrewind_side_effects": False}` opts it out.
+        cache: The cross-run cache rules of this wrapper (`middleware.wrap(obj, cache_ttl=,
+            cache=[...], max_entries=)` gives them); its calls alone follow them.
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class RewindRunnable(Runnable[Any, Any]):
         on_incomplete: IncompletePolicy | None = None,
         ttl: float | None = None,
         tool_side_effects: bool = True,
+        cache: CacheSites | None = None,
     ) -> None:
         self.middleware = middleware
         self.bound = bound
@@ -81,8 +84,13 @@ class RewindRunnable(Runnable[Any, Any]):
         self.on_incomplete = on_incomplete
         self.ttl = ttl
         self.tool_side_effects = tool_side_effects
+        self.cache = cache
         self._last = _Last()
         self.name = bound.get_name()
+
+    @property
+    def _options(self) -> Options:
+        return Options(self.tool_side_effects, self.cache)
 
     @property
     def last_run_id(self) -> str | None:
@@ -106,12 +114,13 @@ class RewindRunnable(Runnable[Any, Any]):
             on_incomplete=self.on_incomplete,
             ttl=self.ttl,
             tool_side_effects=self.tool_side_effects,
+            cache=self.cache,
         )
         other._last = self._last
         return other
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("bound", "_last"):
+        if name.startswith("__") or name in ("bound", "_last", "cache"):
             raise AttributeError(name)
         value = getattr(self.bound, name)
         if inspect.ismethod(value) and value.__self__ is self.bound:
@@ -193,7 +202,7 @@ class RewindRunnable(Runnable[Any, Any]):
         """Run the wrapped runnable inside its run (replaying what a previous attempt did)."""
         return call(
             self._opener(config)(),
-            self.tool_side_effects,
+            self._options,
             lambda: self.bound.invoke(input, config, **kwargs),
         )
 
@@ -201,7 +210,7 @@ class RewindRunnable(Runnable[Any, Any]):
         """Async twin of `invoke`."""
         return await acall(
             self._opener(config)(),
-            self.tool_side_effects,
+            self._options,
             lambda: self.bound.ainvoke(input, config, **kwargs),
         )
 
@@ -211,8 +220,8 @@ class RewindRunnable(Runnable[Any, Any]):
         """Stream the wrapped runnable; each chunk is produced inside the run."""
         return drive(
             self._opener(config),
-            self.tool_side_effects,
-            self.bound.stream(input, config, **kwargs),
+            self._options,
+            lambda: self.bound.stream(input, config, **kwargs),
         )
 
     def astream(
@@ -221,8 +230,8 @@ class RewindRunnable(Runnable[Any, Any]):
         """Async twin of `stream`."""
         return adrive(
             self._opener(config),
-            self.tool_side_effects,
-            self.bound.astream(input, config, **kwargs),
+            self._options,
+            lambda: self.bound.astream(input, config, **kwargs),
         )
 
     def transform(
@@ -231,8 +240,8 @@ class RewindRunnable(Runnable[Any, Any]):
         """The wrapped runnable's `transform`, inside the run."""
         return drive(
             self._opener(config),
-            self.tool_side_effects,
-            self.bound.transform(input, config, **kwargs),
+            self._options,
+            lambda: self.bound.transform(input, config, **kwargs),
         )
 
     def atransform(
@@ -241,8 +250,8 @@ class RewindRunnable(Runnable[Any, Any]):
         """Async twin of `transform`."""
         return adrive(
             self._opener(config),
-            self.tool_side_effects,
-            self.bound.atransform(input, config, **kwargs),
+            self._options,
+            lambda: self.bound.atransform(input, config, **kwargs),
         )
 
     def astream_log(
@@ -251,8 +260,8 @@ class RewindRunnable(Runnable[Any, Any]):
         """The wrapped runnable's `astream_log`, inside the run."""
         return adrive(
             self._opener(config),
-            self.tool_side_effects,
-            self.bound.astream_log(input, config, **kwargs),
+            self._options,
+            lambda: self.bound.astream_log(input, config, **kwargs),
         )
 
     def astream_events(
@@ -269,8 +278,8 @@ class RewindRunnable(Runnable[Any, Any]):
         bound: Any = self.bound
         return adrive(
             self._opener(config),
-            self.tool_side_effects,
-            bound.astream_events(input, config, version=version, **kwargs),
+            self._options,
+            lambda: bound.astream_events(input, config, version=version, **kwargs),
         )
 
     def stream_events(
@@ -363,10 +372,10 @@ class RewindRunnable(Runnable[Any, Any]):
         items = self._plan(inputs, config)
         each = self._per_item("batch", inputs, config, kwargs)
         if each is not None:
-            items.enter(self._contexts(items), self.tool_side_effects)
+            items.enter(self._contexts(items), self._options)
             return each.batch(items, return_exceptions)
         configs = items.rooted()
-        scopes = items.enter(self._contexts(items), self.tool_side_effects)
+        scopes = items.enter(self._contexts(items), self._options)
         return items.batch(
             scopes,
             lambda: self.bound.batch(
@@ -390,10 +399,10 @@ class RewindRunnable(Runnable[Any, Any]):
         items = self._plan(inputs, config)
         each = self._per_item("abatch", inputs, config, kwargs)
         if each is not None:
-            await items.aenter(self._contexts(items), self.tool_side_effects)
+            await items.aenter(self._contexts(items), self._options)
             return await each.abatch(items, return_exceptions)
         configs = items.rooted()
-        scopes = await items.aenter(self._contexts(items), self.tool_side_effects)
+        scopes = await items.aenter(self._contexts(items), self._options)
         return await items.abatch(
             scopes,
             lambda: self.bound.abatch(
@@ -423,11 +432,11 @@ class RewindRunnable(Runnable[Any, Any]):
         items = self._plan(inputs, config)  # at the first next(), as the runs open
         each = self._per_item("batch_as_completed", inputs, config, kwargs)
         if each is not None:
-            items.enter(self._contexts(items), self.tool_side_effects)
+            items.enter(self._contexts(items), self._options)
             yield from each.as_completed(items, return_exceptions)
             return
         configs = items.rooted()
-        scopes = items.enter(self._contexts(items), self.tool_side_effects)
+        scopes = items.enter(self._contexts(items), self._options)
         pairs = scopes.call(
             lambda: self._untyped.batch_as_completed(
                 items.inputs, configs, return_exceptions=return_exceptions, **kwargs
@@ -453,12 +462,12 @@ class RewindRunnable(Runnable[Any, Any]):
         items = self._plan(inputs, config)
         each = self._per_item("abatch_as_completed", inputs, config, kwargs)
         if each is not None:
-            await items.aenter(self._contexts(items), self.tool_side_effects)
+            await items.aenter(self._contexts(items), self._options)
             async for pair in each.aas_completed(items, return_exceptions):
                 yield pair
             return
         configs = items.rooted()
-        scopes = await items.aenter(self._contexts(items), self.tool_side_effects)
+        scopes = await items.aenter(self._contexts(items), self._options)
         own = scopes.call(
             lambda: self._untyped.abatch_as_completed(
                 items.inputs, configs, return_exceptions=return_exceptions, **kwargs

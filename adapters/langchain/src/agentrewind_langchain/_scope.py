@@ -10,6 +10,7 @@ from uuid import UUID
 
 if TYPE_CHECKING:
     from agentrewind import Call, Run
+    from agentrewind.adapters import CacheSites
 
 __all__ = [
     "ACTIVE",
@@ -17,6 +18,7 @@ __all__ = [
     "REPLAYED_TAG",
     "RUN_ID_KEY",
     "ItemScopesLike",
+    "Options",
     "Scope",
     "active_scope",
     "resolve_run_id",
@@ -33,6 +35,20 @@ class Scope:
 
     run: Run
     tool_side_effects: bool = True
+    cache: CacheSites | None = None
+    """The wrapper's `wrap(cache=...)` rules, passed to `Run.begin` with each call."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Options:
+    """A wrapper's part of its calls' `Scope`, known before its run opens."""
+
+    tool_side_effects: bool = True
+    cache: CacheSites | None = None
+
+    def scope(self, run: Run) -> Scope:
+        """The scope of the calls made in `run`."""
+        return Scope(run, self.tool_side_effects, self.cache)
 
 
 class ItemScopesLike(Protocol):

@@ -119,6 +119,7 @@ def begin_tool(scope: Scope, info: ToolCallInfo) -> Call:
         side_effects=side_effects,
         on_incomplete=meta.get("agentrewind_on_incomplete"),
         inputs=tool_input_view(tool, info.tool_input),
+        cache=scope.cache,
     )
 
 

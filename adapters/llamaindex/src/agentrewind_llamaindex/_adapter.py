@@ -7,6 +7,7 @@ from typing import Any, TypeVar, cast
 from workflows import Workflow
 
 import agentrewind
+from agentrewind.adapters import CacheSites
 
 from ._workflow import RewindWorkflow
 
@@ -21,12 +22,17 @@ class LlamaIndexAdapter:
         return isinstance(obj, Workflow | RewindWorkflow)
 
     def wrap(self, middleware: agentrewind.Middleware, obj: Any, **kwargs: Any) -> RewindWorkflow:
-        """Return `obj` as a `RewindWorkflow` journaled into `middleware`'s store."""
+        """Return `obj` as a `RewindWorkflow` journaled into `middleware`'s store.
+
+        The only options are the cross-run cache's (`cache_ttl=`, `cache=[...]`,
+        `max_entries=`), this wrapper's own.
+        """
+        cache = CacheSites.take(kwargs)
         if kwargs:
             raise TypeError(f"unexpected options for a LlamaIndex workflow: {sorted(kwargs)}")
         if isinstance(obj, RewindWorkflow):
             obj = obj.workflow
-        return RewindWorkflow(middleware, obj)
+        return RewindWorkflow(middleware, obj, cache)
 
 
 ADAPTER = LlamaIndexAdapter()

@@ -22,7 +22,7 @@ from workflows import Context
 
 import agentrewind
 from agentrewind import Call
-from agentrewind.adapters import AgentRewindError
+from agentrewind.adapters import AgentRewindError, CacheSites
 
 from ._compat import subclasses
 from ._keys import chat_inputs, llm_key, tool_key
@@ -30,7 +30,10 @@ from ._memory import install_memory_hooks
 from ._state import Patch, StepScopedStore, capture_writes, current_invocation
 from ._waits import install_wait_hook
 
-__all__ = ["install_call_hooks"]
+__all__ = ["CACHE", "install_call_hooks"]
+
+CACHE: ContextVar[CacheSites | None] = ContextVar("agentrewind_llamaindex_cache", default=None)
+"""The `wrap(cache=...)` rules of the wrapped workflow whose run is active in this context."""
 
 _LLM_METHODS = (
     "chat",
@@ -65,10 +68,10 @@ def _begin(
         key = llm_key(obj, method, args, kw)
         chat = chat_inputs(key)
         if chat is None:  # a completion: its key input (the prompt) is what it was given
-            return run.begin("llm", type(obj).__name__, key)
-        return run.begin("llm", type(obj).__name__, key, inputs=chat)
+            return run.begin("llm", type(obj).__name__, key, cache=CACHE.get())
+        return run.begin("llm", type(obj).__name__, key, inputs=chat, cache=CACHE.get())
     name = getattr(getattr(obj, "metadata", None), "name", None) or type(obj).__name__
-    return run.begin("tool", name, tool_key(args, kw), side_effects=True)
+    return run.begin("tool", name, tool_key(args, kw), side_effects=True, cache=CACHE.get())
 
 
 def _usage(out: Any, writes: list[Patch] | None = None) -> dict[str, Any]:

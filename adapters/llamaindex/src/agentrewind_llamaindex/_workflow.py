@@ -15,9 +15,9 @@ from workflows.errors import WorkflowCancelledByUser
 from workflows.handler import WorkflowHandler
 
 from agentrewind import Middleware, Run, RunContext, Serializer
-from agentrewind.adapters import new_id
+from agentrewind.adapters import CacheSites, new_id
 
-from ._calls import install_call_hooks
+from ._calls import CACHE, install_call_hooks
 from ._journal import Journal
 from ._memory import ACTIVE_MEMORIES, MemoryRegistry
 from ._runtime import RewindRuntime, RunState
@@ -76,9 +76,13 @@ class RewindWorkflow:
         workflow: The workflow, agent or `AgentWorkflow`; its runtime (the default one, or
             an explicit runtime it is registered on, launched or not) is decorated by a
             `RewindRuntime`, which journals the runs started through this wrapper.
+        cache: The cross-run cache rules of this wrapper (`middleware.wrap(workflow,
+            cache_ttl=, cache=[...])`); the LLM and tool calls of its runs follow them.
     """
 
-    def __init__(self, middleware: Middleware, workflow: Workflow) -> None:
+    def __init__(
+        self, middleware: Middleware, workflow: Workflow, cache: CacheSites | None = None
+    ) -> None:
         if not isinstance(workflow, Workflow):
             raise TypeError(f"expected a llama-index Workflow, got {type(workflow).__name__}")
         runtime = workflow.runtime
@@ -91,6 +95,7 @@ class RewindWorkflow:
             else:
                 workflow._switch_runtime(runtime)
         self._middleware = middleware
+        self._cache = cache
         self._workflow = workflow
         self._runtime = runtime
         install_call_hooks()
@@ -202,6 +207,7 @@ class RewindWorkflow:
         )
         self._runtime.prepare(run_id, state)
         scope.call(ACTIVE_MEMORIES.set, memories)  # the run's steps log memory writes here
+        scope.call(CACHE.set, self._cache)
         return scope.call(wf.run, *args, run_id=run_id, **kwargs)
 
 

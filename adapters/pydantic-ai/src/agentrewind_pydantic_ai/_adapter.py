@@ -7,6 +7,7 @@ from typing import Any, TypeVar, cast
 from pydantic_ai.agent import AbstractAgent
 
 import agentrewind
+from agentrewind.adapters import CacheSites
 
 from ._agent import RewindAgent
 
@@ -25,11 +26,13 @@ class PydanticAIAdapter:
     ) -> RewindAgent[Any, Any]:
         """Return `obj` as a `RewindAgent` journaled into the run in progress.
 
-        Keyword options go to `RewindAgent` (`durability=`).
+        Keyword options go to `RewindAgent` (`durability=`, and the cross-run cache's
+        `cache_ttl=`, `cache=[...]`, `max_entries=`: this wrapper's own rules).
         """
+        cache = CacheSites.take(kwargs)
         if isinstance(obj, RewindAgent):
             obj = obj.wrapped
-        return RewindAgent(obj, middleware=middleware, **kwargs)
+        return RewindAgent(obj, middleware=middleware, cache=cache, **kwargs)
 
 
 ADAPTER = PydanticAIAdapter()

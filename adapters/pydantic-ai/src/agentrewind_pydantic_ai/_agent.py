@@ -12,7 +12,9 @@ from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
 
 import agentrewind
+from agentrewind.adapters import CacheSites
 
+from ._backend import CACHE
 from ._durability import RewindDurability, next_agent_run_id
 
 __all__ = ["NoRunError", "RewindAgent"]
@@ -47,6 +49,9 @@ class RewindAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         durability: The capability to run it with (default: a `RewindDurability` of
             `middleware`), added to each run unless the agent already has one.
         middleware: The middleware runs are opened in by `RewindAgent.run_in`.
+        cache: The cross-run cache rules of this wrapper (`middleware.wrap(agent,
+            cache_ttl=, cache=[...])`): the model requests and tool calls of its runs
+            follow them, those of another wrapped agent follow its own.
     """
 
     def __init__(
@@ -55,9 +60,11 @@ class RewindAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         *,
         middleware: agentrewind.Middleware,
         durability: RewindDurability[AgentDepsT] | None = None,
+        cache: CacheSites | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.middleware = middleware
+        self.cache = cache
         own = RewindDurability.from_agent(wrapped)
         self._own_durability = own is not None
         self.durability: RewindDurability[AgentDepsT] = (
@@ -90,5 +97,9 @@ class RewindAgent(WrapperAgent[AgentDepsT, OutputDataT]):
             kwargs["run_id"] = next_agent_run_id(run, taken)
         if not self._own_durability:
             kwargs["capabilities"] = [*(kwargs.get("capabilities") or ()), self.durability]
-        async with self.wrapped.iter(user_prompt, **kwargs) as agent_run:
-            yield agent_run
+        token = CACHE.set(self.cache)
+        try:
+            async with self.wrapped.iter(user_prompt, **kwargs) as agent_run:
+                yield agent_run
+        finally:
+            CACHE.reset(token)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic_ai.durable_exec import (
@@ -13,10 +14,14 @@ from pydantic_ai.durable_exec import (
 )
 
 import agentrewind
+from agentrewind.adapters import CacheSites
 
 from ._keys import key_and_inputs, kind_of
 
-__all__ = ["RewindOperationBackend", "usage_meta"]
+__all__ = ["CACHE", "RewindOperationBackend", "usage_meta"]
+
+CACHE: ContextVar[CacheSites | None] = ContextVar("agentrewind_pydantic_ai_cache", default=None)
+"""The `wrap(cache=...)` rules of the wrapped agent running in this context (`RewindAgent`)."""
 
 UnitConfig = dict[str, Any]
 """Per-unit configuration (none is read yet; the type leaves room for per-tool options)."""
@@ -69,7 +74,9 @@ class RewindOperationBackend(CallableOperationBackend[UnitConfig]):
             return await body()
         kind = kind_of(operation_id)
         key, inputs = key_and_inputs(cache_key)
-        call = run.begin(kind, name, key, side_effects=kind == "tool", inputs=inputs)
+        call = run.begin(
+            kind, name, key, side_effects=kind == "tool", inputs=inputs, cache=CACHE.get()
+        )
         if call.hit:
             return call.value()
         await call.astart()

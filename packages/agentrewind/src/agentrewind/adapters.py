@@ -37,6 +37,9 @@ What an adapter does, and where it finds it:
   and async twins) holds `CacheEntry`s (the JSON of a serializer tree) per call site;
   `cache_content_key(serializer, kind, name, key_input)` is the journal's key without run and
   occurrence. Framework-native caches (`agentrewind_langchain.RewindCache`) build on these.
+  `wrap(obj, cache_ttl=, cache=[...], max_entries=)` hands the adapter its wrapper's rules
+  as `cache=` (`CacheSites`; `CacheSites.take(kwargs)` reads them from either form); the
+  adapter passes them with each of that wrapper's calls: `run.begin(..., cache=rules)`.
 - **Redis I/O written once**: an operation on a `RedisStore` is a generator yielding
   `RedisScript` / `RedisCommand` / `RedisPipeline` and receiving each reply (a `RedisFlow`);
   `store.drive(flow)` runs it on the sync client, `await store.adrive(flow)` on the store's
@@ -82,6 +85,7 @@ from .journal import (
     idempotency_key,
 )
 from .journal.cache import content_key as cache_content_key
+from .journal.cache_sites import CacheSites
 from .journal.inputs import Chat, resolve_inputs
 from .plugins import CliRegistrar, Demo, RunSource, load_group
 from .records import RunInfo, RunMetrics, StepRecord
@@ -107,6 +111,7 @@ __all__ = [
     "AgentRewindError",
     "CacheBackend",
     "CacheEntry",
+    "CacheSites",
     "CacheStats",
     "Call",
     "CallEvent",

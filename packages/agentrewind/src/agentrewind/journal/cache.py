@@ -68,6 +68,7 @@ class Run(Protocol):
         side_effects: bool = ...,
         inputs: Any = ...,
         record_inputs: bool | None = ...,
+        cache: CacheSites | None = ...,
     ) -> Call:
         """See `Run.begin`."""
         ...
@@ -98,13 +99,16 @@ class _Sink:
         await s.settings.store.cache.aput(s.site, s.key, self._entry(record), **s.put_args())
 
 
-def begin_cached(run: Run, call: Call, key_input: Any) -> None:
-    """Serve a call of a `wrap(cache=...)` site that the journal does not replay (else no-op).
+def begin_cached(run: Run, call: Call, key_input: Any, sites: CacheSites | None) -> None:
+    """Serve a call of a site `sites` caches that the journal does not replay (else no-op).
+
+    `sites` are the `wrap(obj, cache_ttl=, cache=[...])` rules of the wrapped object the
+    call belongs to (each adapter passes its wrapper's own to `Run.begin`).
 
     From the cross-run cache when it holds the call (`call.hit`, recorded in the run, marked
     `cached`); else its completion is stored there (`call.cache`). Exceptions are never stored.
     """
-    options = site_options(run.middleware, call.kind, call.name)
+    options = site_options(sites, call.kind, call.name)
     if options is None:
         return
     name = cache_name(call.name)

@@ -113,6 +113,22 @@ class CacheSites:
             patterns.append(pattern)
         return cls(tuple(patterns), CacheOptions(float(cache_ttl), max_entries))
 
+    @classmethod
+    def take(cls, kwargs: dict[str, Any]) -> CacheSites | None:
+        """`of` the `cache_ttl=`, `cache=` and `max_entries=` popped from `wrap`'s kwargs.
+
+        A `cache=` that is already a `CacheSites` (what `Middleware.wrap` hands adapters) is
+        returned as it is.
+        """
+        if isinstance(kwargs.get("cache"), CacheSites):
+            sites: CacheSites = kwargs.pop("cache")
+            return sites
+        return cls.of(
+            kwargs.pop("cache_ttl", None),
+            kwargs.pop("cache", None),
+            kwargs.pop("max_entries", None),
+        )
+
     def matches(self, site: str) -> bool:
         """Whether the call site `kind:name` is cached."""
         return any(fnmatch.fnmatchcase(site, p) for p in self.patterns)
@@ -128,13 +144,8 @@ def cache_name(name: str) -> str:
     return name.partition("@")[0]
 
 
-def site_options(settings: Any, kind: str, name: str) -> CacheOptions | None:
-    """The options `wrap(cache=...)` gave the site `kind:name` of `settings`, or None."""
-    sites: list[CacheSites] | None = getattr(settings, "cache_sites", None)
-    if not sites:
+def site_options(sites: CacheSites | None, kind: str, name: str) -> CacheOptions | None:
+    """The options `sites` (one wrapped object's `cache=`) give the call `kind:name`, or None."""
+    if sites is None or not sites.matches(f"{kind}:{cache_name(name)}"):
         return None
-    site = f"{kind}:{cache_name(name)}"
-    for rule in reversed(sites):  # the latest wrap wins
-        if rule.matches(site):
-            return rule.options
-    return None
+    return sites.options

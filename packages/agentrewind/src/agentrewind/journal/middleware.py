@@ -126,8 +126,6 @@ class Middleware(Durable):
         """What the last `recover()` of this middleware did."""
         self.queues: dict[str, Queue] = {}
         """The queues declared in this process (`queue`), by name."""
-        self.cache_sites: list[CacheSites] = []
-        """The adapters' call sites `wrap(obj, cache_ttl=, cache=[...])` caches across runs."""
         self.draining = threading.Event()
         """Set, the runs of this middleware stop at their next step (`RunInterruptedError`),
         leaving their status as it is for another worker: how `agentrewind worker` drains."""
@@ -249,8 +247,9 @@ class Middleware(Durable):
         fnmatch patterns over the journal's `kind:name` of the calls the adapter journals
         (`chat:` stands for `llm:`, the kind of chat models), plus `max_entries=` per site.
         A matching call that its run does not replay is served from the store's cache (and
-        recorded in the run, marked `cached`), or runs and is stored there. The sites are this
-        middleware's: they apply to the adapter calls of every run it journals.
+        recorded in the run, marked `cached`), or runs and is stored there. The rules are the
+        wrapped object's own (the adapter gets them as `cache=`, a `CacheSites`): another
+        object wrapped by this middleware keeps its own, or none.
 
         Raises:
             AdapterNotFoundError: No installed adapter claims `obj`; the message names the
@@ -258,16 +257,12 @@ class Middleware(Durable):
             CacheConfigError: `cache_ttl` not a positive number, a `cache` pattern that is not
                 a `kind:name` string, or one of the two without the other.
         """
-        sites = CacheSites.of(
-            kwargs.pop("cache_ttl", None),
-            kwargs.pop("cache", None),
-            kwargs.pop("max_entries", None),
-        )
+        sites = CacheSites.take(kwargs)
+        if sites is not None:
+            kwargs["cache"] = sites
         for adapter in _adapters():
             if adapter.claims(obj):
                 wrapped: W = adapter.wrap(self, obj, **kwargs)
-                if sites is not None and sites not in self.cache_sites:
-                    self.cache_sites.append(sites)
                 return wrapped
         module = type(obj).__module__.split(".", 1)[0]
         extra = _EXTRAS.get(module)

@@ -1,9 +1,8 @@
 """Record and replay: the decisions of DESIGN §3 in one place, used by every adapter.
 
-A call is identified by `kind:name:digest#occurrence`, where `digest` hashes the normalised
-input and `occurrence` counts identical calls in the run. A resumed run that makes the same
-call gets the recorded output; a changed input gets a new key and runs, so it can never
-receive another call's result.
+A call is identified by `kind:name:digest#occurrence` (`digest` hashes the normalised input,
+`occurrence` counts identical calls in the run). A resumed run making the same call gets the
+recorded output; a changed input gets a new key and runs, never another call's result.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from ..ids import check_id, new_id
 from ..records import RunMetrics, Site, StepIndex, StepRecord
 from ..stores.leases import make_lease_owner, retire_lease_owner
 from ..telemetry import observers
-from .cache import begin_cached, run_step
+from .cache import CacheSites, begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .inputs import KEY, InputMemory, Prepared
@@ -197,10 +196,7 @@ class Run:
 
     # -- helpers for adapters that write their own records -----------------------------------
     def records(self) -> list[StepRecord]:
-        """The run's records as this execution knows them (loaded on open, then as written).
-
-        Adapters that rebuild framework state on resume read this instead of the store again.
-        """
+        """The run's records as this execution knows them (for adapters that rebuild state)."""
         with self._lock:
             known = dict(self._records)
         return all_records(self.middleware.store, self.run_id, known, self._indexed)
@@ -246,6 +242,7 @@ class Run:
         record_failures: bool | None = None,
         inputs: Any = KEY,
         record_inputs: bool | None = None,
+        cache: CacheSites | None = None,
     ) -> Call:
         """Decide whether a call replays (`call.hit`) or executes.
 
@@ -260,6 +257,7 @@ class Run:
             inputs: What the call was given, recorded with it (default: `key_input`); a
                 `journal.inputs.Chat` stores each chat message once per run.
             record_inputs: Record `inputs` (default: the middleware's `record_inputs`).
+            cache: The wrapped object's `wrap(cache=...)` rules (the cross-run cache).
 
         Raises:
             DivergenceError: With `strict=True`, when this call is new while recorded calls of
@@ -334,7 +332,7 @@ class Run:
             with self._lock:
                 self.metrics.reruns += 1
             warn_rerun(self.run_id, key)
-        begin_cached(self, call, key_input)  # a `wrap(cache=[...])` site: the cross-run cache
+        begin_cached(self, call, key_input, cache)  # a `wrap(cache=[...])` site
         return call
 
     def _check_divergence(self, kind: str, name: str, key: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -311,6 +312,13 @@ class Store(abc.ABC):
 
     def _open_cache(self) -> CacheBackend:
         raise StoreError(f"{type(self).__name__} has no cross-run cache")
+
+    def _flush_cache(self) -> None:
+        """Write the cache's pending counts (if it was opened): first thing of `close`."""
+        flush = getattr(self.__dict__.get("cache"), "flush", None)
+        if flush is not None:
+            with contextlib.suppress(Exception):  # counts only: never fail a close
+                flush()
 
     # -- durable queues (stores/queue.py) ---------------------------------------------------
     @functools.cached_property

@@ -11,9 +11,12 @@ entries next to its runs (`stores/sqlite/_cache.py`, `stores/redis/_cache.py`,
 from __future__ import annotations
 
 import abc
+import atexit
+import contextlib
 import dataclasses
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -26,6 +29,8 @@ __all__ = [
     "CacheStats",
     "MemoryCache",
     "TableCache",
+    "TalliedCache",
+    "Tally",
 ]
 
 T = TypeVar("T")
@@ -134,8 +139,107 @@ class CacheBackend(abc.ABC):
         return await self.store._in_thread(self.stats)
 
 
-class TableCache(CacheBackend):
-    """A cache whose tables are created (or migrated) once, on first use, by `_create_tables`."""
+Counts = dict[str, list[Any]]
+"""Per site: `[hits, misses, seconds_saved, tokens_saved]` not yet written."""
+
+
+class Tally:
+    """A cache's hit and miss counts, written in batches rather than one write per lookup.
+
+    A hit then costs a read, like the anchors' caches, instead of a write transaction. The
+    counts are written by the lookup that makes `EVERY` of them pending, or that finds the
+    oldest pending one `SECONDS` old, and before `stats`, `clear` and `close` (and at exit),
+    so `stats` in this process is exact and another process's `agentrewind cache stats` is
+    at most that far behind a live process (a process killed outright loses its pending
+    counts, never an entry).
+    """
+
+    EVERY = 256
+    SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counts = {}
+        self._pending = 0
+        self._since = 0.0
+
+    def add(self, site: str, hit: bool, duration: float = 0.0, tokens: int = 0) -> bool:
+        """Count a lookup; True when the pending counts are due to be written (`take`)."""
+        with self._lock:
+            c = self._counts.get(site)
+            if c is None:
+                c = self._counts[site] = [0, 0, 0.0, 0]
+            if hit:
+                c[0] += 1
+                c[2] += duration
+                c[3] += tokens
+            else:
+                c[1] += 1
+            self._pending += 1
+            now = time.monotonic()
+            if self._pending == 1:
+                self._since = now
+            return self._pending >= self.EVERY or now - self._since >= self.SECONDS
+
+    def take(self) -> Counts:
+        """The pending counts, now no longer pending."""
+        with self._lock:
+            counts, self._counts, self._pending = self._counts, {}, 0
+        return counts
+
+    def give_back(self, counts: Counts) -> None:
+        """Pend again counts whose write failed (the next flush retries them)."""
+        with self._lock:
+            for site, (hits, misses, seconds, tokens) in counts.items():
+                c = self._counts.setdefault(site, [0, 0, 0.0, 0])
+                c[0], c[1], c[2], c[3] = c[0] + hits, c[1] + misses, c[2] + seconds, c[3] + tokens
+                self._pending += hits + misses
+
+
+_LIVE: weakref.WeakSet[TalliedCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for cache in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cache.flush()
+
+
+class TalliedCache(CacheBackend):
+    """A cache whose lookups count through a `Tally` (SQLite, PostgreSQL, Redis).
+
+    A backend calls `_counted(site, hit, ...)` after each lookup and implements
+    `_write_counts`; its `stats` and `clear` call `flush` first, its store's `close` too.
+    """
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._tally = Tally()
+        _LIVE.add(self)
+
+    @abc.abstractmethod
+    def _write_counts(self, counts: Counts) -> None:
+        """Add `counts` to the sites' counters, in one transaction."""
+
+    def _counted(self, site: str, hit: bool, duration: float = 0.0, tokens: int = 0) -> None:
+        if self._tally.add(site, hit, duration, tokens):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending hit and miss counts now (`stats` and `clear` do it first)."""
+        counts = self._tally.take()
+        if not counts:
+            return
+        try:
+            self._write_counts(counts)
+        except BaseException:
+            self._tally.give_back(counts)
+            raise
+
+
+class TableCache(TalliedCache):
+    """A cache in tables, created (or migrated) once, on first use, by `_create_tables`."""
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)

@@ -2,7 +2,8 @@
 
 The tables have their own version table (`ar_cache_version`, through the store's versioned
 `migrate`) and are created on first use, so the runs' schema version is untouched. A lookup
-is one statement (the entry's use time and the site's counters updated with it).
+is one statement (the entry's use time updated with it); the sites' counters are written in
+batches (`Tally`).
 """
 
 from __future__ import annotations
@@ -36,20 +37,16 @@ MIGRATIONS = [
     # Row-level security per namespace (enabled with the store's: `_rls.enable_on`).
     [policy("ar_namespace", t) for t in ("ar_cache", "ar_cache_stats")],
 ]
-GET = """WITH hit AS (
-        UPDATE {s}.ar_cache SET used_at = %(now)s
-        WHERE ns = %(ns)s AND site = %(site)s AND key = %(key)s
-            AND (expires_at IS NULL OR expires_at >= %(now)s)
-        RETURNING value, duration, tokens),
-    counted AS (
-        INSERT INTO {s}.ar_cache_stats AS c (ns, site, hits, misses, seconds_saved, tokens_saved)
-        SELECT %(ns)s, %(site)s, count(*), 1 - count(*), coalesce(sum(duration), 0),
-            coalesce(sum(tokens), 0) FROM hit
-        ON CONFLICT (ns, site) DO UPDATE SET hits = c.hits + excluded.hits,
-            misses = c.misses + excluded.misses,
-            seconds_saved = c.seconds_saved + excluded.seconds_saved,
-            tokens_saved = c.tokens_saved + excluded.tokens_saved)
-    SELECT value, duration, tokens FROM hit"""
+GET = """UPDATE {s}.ar_cache SET used_at = %(now)s
+    WHERE ns = %(ns)s AND site = %(site)s AND key = %(key)s
+        AND (expires_at IS NULL OR expires_at >= %(now)s)
+    RETURNING value, duration, tokens"""
+COUNT = """INSERT INTO {s}.ar_cache_stats AS c (ns, site, hits, misses, seconds_saved,
+        tokens_saved) VALUES (%s, %s, %s, %s, %s, %s)
+    ON CONFLICT (ns, site) DO UPDATE SET hits = c.hits + excluded.hits,
+        misses = c.misses + excluded.misses,
+        seconds_saved = c.seconds_saved + excluded.seconds_saved,
+        tokens_saved = c.tokens_saved + excluded.tokens_saved"""
 PUT = """INSERT INTO {s}.ar_cache (ns, site, key, value, expires_at, used_at, duration, tokens)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (ns, site, key) DO UPDATE SET
     value = excluded.value, expires_at = excluded.expires_at, used_at = excluded.used_at,
@@ -104,9 +101,14 @@ class PostgresCache(TableCache):
         params = {"ns": self.ns, "site": site, "key": key, "now": time.time()}
         rows = self._run([(GET, params)], fetch=0)
         if not rows:
+            self._counted(site, False)
             return None
         value, duration, tokens = rows[0]
+        self._counted(site, True, float(duration), int(tokens))
         return CacheEntry(bytes(value), float(duration), int(tokens))
+
+    def _write_counts(self, counts: dict[str, list[Any]]) -> None:
+        self._run([(COUNT, (self.ns, site, *c)) for site, c in sorted(counts.items())])
 
     def put(
         self,
@@ -126,6 +128,7 @@ class PostgresCache(TableCache):
         self._run(statements)
 
     def clear(self, site: str | None = None) -> int:
+        self.flush()  # counts of lookups before the clear go with it
         where, args = (
             ("ns = %s", (self.ns,)) if site is None else ("ns = %s AND site = %s", (self.ns, site))
         )
@@ -136,6 +139,7 @@ class PostgresCache(TableCache):
         return len(self._run(statements, fetch=0))
 
     def stats(self) -> list[CacheStats]:
+        self.flush()
         out: dict[str, CacheStats] = {}
         table = self.pg.render("{s}.ar_cache_version")
         if not self._tables.done and self.db.version(table) is None:

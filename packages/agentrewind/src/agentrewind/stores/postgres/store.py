@@ -408,6 +408,7 @@ class PostgresStore(PostgresRuns, Store):
         return PostgresQueues(self)
 
     def close(self) -> None:
+        self._flush_cache()
         if self._aio is not None:
             self._aio.close_now()
         self.db.close()

@@ -412,6 +412,7 @@ class RedisStore(RedisIO, Store):
         return RedisQueues(self)
 
     def close(self) -> None:
+        self._flush_cache()
         self.close_async()
         self._pins.close()
         with contextlib.suppress(Exception):

@@ -84,17 +84,25 @@ class SQLiteCache(TableCache):
             apply_migrations(conn, "ar_cache_version", MIGRATIONS, CACHE_VERSION, too_new)
 
     def get(self, site: str, key: str) -> CacheEntry | None:
+        # A read: the counters are written in batches (`Tally`), the LRU time only where
+        # the site is capped (`max_entries`).
         self._tables()
         now = time.time()
-        with self.db.write(durable=False) as conn:
+        with self.db.read() as conn:
             row = conn.execute(GET, (self.ns, site, key, now)).fetchone()
-            if row is None:
-                conn.execute(COUNT, (self.ns, site, 0, 1, 0.0, 0))
-                return None
-            if row[3]:
+        if row is None:
+            self._counted(site, False)
+            return None
+        if row[3]:
+            with self.db.write(durable=False) as conn:
                 conn.execute(TOUCH, (self.ns, site, key, now))
-            conn.execute(COUNT, (self.ns, site, 1, 0, row[1], row[2]))
+        self._counted(site, True, float(row[1]), int(row[2]))
         return CacheEntry(bytes(row[0]), float(row[1]), int(row[2]))
+
+    def _write_counts(self, counts: dict[str, list[Any]]) -> None:
+        rows = [(self.ns, site, *c) for site, c in counts.items()]
+        with self.db.write(durable=False) as conn:
+            conn.executemany(COUNT, rows)
 
     def put(
         self,
@@ -118,6 +126,7 @@ class SQLiteCache(TableCache):
 
     def clear(self, site: str | None = None) -> int:
         self._tables()
+        self.flush()  # counts of lookups before the clear go with it
         where, args = (
             ("ns = ?", (self.ns,)) if site is None else ("ns = ? AND site = ?", (self.ns, site))
         )
@@ -127,6 +136,7 @@ class SQLiteCache(TableCache):
         return int(gone)
 
     def stats(self) -> list[CacheStats]:
+        self.flush()
         out: dict[str, CacheStats] = {}
         with self.db.read() as conn:  # read only: a store that never cached has no tables
             if conn.execute(HAS_TABLES).fetchone() is None:

@@ -337,6 +337,7 @@ class SQLiteStore(Store):
         return SQLiteQueues(self)
 
     def close(self) -> None:
+        self._flush_cache()
         self.db.close()
         super().close()
 
