@@ -41,6 +41,7 @@ from ._rows import (
     write_rows,
 )
 from ._serde import AesGcmCipher, SafeSerializer, encrypted
+from ._writers import WriterMarks
 
 __all__ = ["SaverCore"]
 
@@ -84,6 +85,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._deltas = ListDeltas()
         self.backend: Any = open_backend(store, tombstone_ttl)
         self._leases = ThreadLeases(store, lease_ttl) if lease else None
+        self._writers = None if lease else WriterMarks(store)  # with a lease, the lease marks
         later = weakref.WeakMethod(self._store_held)
         self._buffer = WriteBuffer(defer_writes, later) if defer_writes else None
         self._at_exit = weakref.finalize(self, write_held, self._buffer, self.backend, ttl)
@@ -122,6 +124,8 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _close(self) -> None:
         if self._leases is not None:
             self._leases.close()
+        if self._writers is not None:
+            self._writers.close()
         self.backend.close()
         if self._owns_inner:
             self.store.close()
@@ -278,6 +282,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         if self._leases is not None:
             self._leases.hold(row.thread_id)
             op = self._leases.fenced(row.thread_id, op)
+        elif self._writers is not None:
+            self._writers.mark(row.thread_id)
         return row, before, op
 
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:

@@ -1,0 +1,103 @@
+"""Writer marks: which live process is writing a LangGraph thread, so a dead one reads `crashed`.
+
+A LangGraph thread stopped mid-run looks the same in the store whether its process was killed
+or it stopped at a static interrupt (`interrupt_before`): a checkpoint with nodes still to run
+and nothing after it. What differs is the writer: a saver marks each thread it writes (once
+per thread, at its first checkpoint) under the store's lease table as
+`langgraph-writer:<thread_id>`, owned by `host:pid:token`, and removes its marks when it
+closes or its interpreter exits. An unfinished thread then reads
+
+- `running` while its mark names a live process (or a `lease=True` saver holds its lease),
+- `crashed` when the mark names a process that is gone (on this host: at once; on another host
+  once the mark expires, `MARK_TTL` after the writer's last checkpoint),
+- `paused` when there is no mark (the saver stopped on purpose, as at a static interrupt).
+
+A mark is not a lock: a second saver writing the thread meanwhile leaves the first one's mark
+in place. With `lease=True` the thread's lease is the mark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, retire_lease_owner
+
+from ._lease import lease_name
+
+__all__ = ["MARK_TTL", "WriterMarks", "mark_name", "thread_writer", "writer_of"]
+
+MARK_TTL = 3600.0
+"""Seconds a mark lasts after the checkpoint that last renewed it (renewed at most each half)."""
+
+
+def mark_name(thread_id: str) -> str:
+    """The mark's name in the store's lease table."""
+    return f"langgraph-writer:{thread_id}"
+
+
+def writer_of(store: Store, name: str) -> str:
+    """Who holds lease or mark `name` unexpired ('' when nobody): a read, nothing is taken.
+
+    `renew_lease` for an owner that holds nothing never writes and reports the holder.
+    """
+    probe = "agentrewind-probe"
+    return str(store.renew_lease(name, probe, 1.0)[1])
+
+
+class WriterMarks:
+    """The marks one saver holds, by thread id; released by `close` or at interpreter exit.
+
+    Args:
+        store: The store whose lease table holds the marks.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.owner = make_lease_owner()
+        self._marked: dict[str, float] = {}  # thread id -> monotonic time of the last mark
+        self._lock = threading.Lock()
+        self._at_exit = weakref.finalize(self, _release, store, self.owner, self._marked)
+
+    def mark(self, thread_id: str) -> None:
+        """Mark `thread_id` as written by this process (a store write at most each half TTL).
+
+        Never fails the checkpoint: a store that cannot take the mark leaves the thread
+        unmarked (it reads `paused`, not `crashed`, if this process dies).
+        """
+        now = time.monotonic()
+        with self._lock:
+            last = self._marked.get(thread_id)
+            if last is not None and now - last < MARK_TTL / 2:
+                return
+            self._marked[thread_id] = now
+        try:
+            self.store.acquire_lease(mark_name(thread_id), self.owner, MARK_TTL)
+        except Exception:
+            with self._lock:
+                self._marked.pop(thread_id, None)
+
+    def close(self) -> None:
+        """Remove every mark of this saver: its threads stopped on purpose."""
+        self._at_exit()
+
+
+def _release(store: Store, owner: str, marked: dict[str, float]) -> None:
+    threads, _ = list(marked), marked.clear()
+    try:
+        for thread_id in threads:
+            with contextlib.suppress(Exception):
+                store.release_lease(mark_name(thread_id), owner)
+    finally:
+        retire_lease_owner(owner)
+
+
+def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
+    """`(holder, live)` of the thread's lease, else of its writer mark; `('', False)`: none."""
+    for name in (lease_name(thread_id), mark_name(thread_id)):
+        holder = writer_of(store, name)
+        if holder:
+            return holder, not lease_owner_is_dead(holder)
+    return "", False
+
