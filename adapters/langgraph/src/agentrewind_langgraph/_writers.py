@@ -22,6 +22,7 @@ import contextlib
 import threading
 import time
 import weakref
+from typing import Any
 from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, retire_lease_owner
 
 from ._lease import lease_name
@@ -40,10 +41,29 @@ def mark_name(thread_id: str) -> str:
 def writer_of(store: Store, name: str) -> str:
     """Who holds lease or mark `name` unexpired ('' when nobody): a read, nothing is taken.
 
-    `renew_lease` for an owner that holds nothing never writes and reports the holder.
+    Reads the store's lease record directly (the CLI opens stores read-only); a store
+    without a known layout is asked through `renew_lease` for an owner that holds nothing,
+    which never writes and reports the holder.
     """
-    probe = "agentrewind-probe"
-    return str(store.renew_lease(name, probe, 1.0)[1])
+    now = time.time()
+    row: Any = None
+    if store.scheme == "sqlite":
+        with store.db.read() as conn:  # type: ignore[attr-defined]
+            row = conn.execute(_SQLITE_LEASE, (store.namespace, name)).fetchone()
+    elif store.scheme == "postgresql":
+        row = store.db.fetchone(store.sql("GET_LEASE"), (store.namespace, name))  # type: ignore[attr-defined]
+        now = float(row[2]) if row is not None else now  # the server's clock
+    elif store.scheme == "redis":
+        key = store._keys(name).lease  # type: ignore[attr-defined]
+        with store.translate_errors():  # type: ignore[attr-defined]
+            owner = store.client.get(key)  # type: ignore[attr-defined]
+        return owner.decode() if isinstance(owner, bytes) else str(owner or "")
+    else:
+        return str(store.renew_lease(name, "agentrewind-probe", 1.0)[1])
+    return str(row[0]) if row is not None and float(row[1]) > now else ""
+
+
+_SQLITE_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id = ?"
 
 
 class WriterMarks:

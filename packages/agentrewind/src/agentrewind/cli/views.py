@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from typing import Any
 
@@ -49,7 +50,19 @@ def step_json(s: StepRecord, ref: str, *, output: bool = False) -> dict[str, Any
 
 
 def _heads(store: Store, where: Located) -> dict[str, str]:
-    return store.get_heads(where.run_id) if where.source is None else {}
+    """Branch name -> head step: a timeline's, or what a run source calls its branches."""
+    if where.source is None:
+        return store.get_heads(where.run_id)
+    heads = getattr(where.source, "heads", None)
+    return dict(heads(store, where.run_id)) if heads is not None else {}
+
+
+def _output(store: Store, where: Located, step: StepRecord, everything: bool) -> Any:
+    """A run source's step output; internal bookkeeping only with `everything` (`--all`)."""
+    fn = where.source.output
+    if "everything" in inspect.signature(fn).parameters:
+        return fn(store, where.run_id, step, everything=everything)
+    return fn(store, where.run_id, step)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -167,11 +180,9 @@ def cmd_branches(args: argparse.Namespace) -> int:
     """`agentrewind branches RUN`: a timeline's branches and their heads."""
     with open_store(args) as store:
         where, steps = run_steps(store, args.run)
-        branches = (
-            Timeline(args.run, store=store, events=False).list_branches()
-            if where.source is None
-            else []
-        )
+        if where.source is not None:
+            return _source_branches(args, steps, _heads(store, where))
+        branches = Timeline(args.run, store=store, events=False).list_branches()
     short = labels(steps)
     if args.json:
         print(dumps([b.to_dict() | {"ref": short.get(b.head or "")} for b in branches]))
@@ -186,13 +197,42 @@ def cmd_branches(args: argparse.Namespace) -> int:
     return 0
 
 
+def _source_branches(
+    args: argparse.Namespace, steps: list[StepRecord], heads: dict[str, str]
+) -> int:
+    """`branches` of a run source's run: the heads it names (the leaves `tree` draws)."""
+    short, by_id = labels(steps), {s.step_id: s for s in steps}
+
+    def depth(step_id: str) -> int:
+        n, seen, cur = 0, set(), by_id.get(step_id)
+        while cur is not None and cur.step_id not in seen:
+            seen.add(cur.step_id)
+            n, cur = n + 1, by_id.get(cur.parent_id or "")
+        return n
+
+    rows = [
+        {"name": name, "head": head, "ref": short.get(head), "is_current": name == "main",
+         "checkpoint_count": depth(head)}
+        for name, head in heads.items()
+    ]  # fmt: skip
+    if args.json:
+        print(dumps(rows))
+        return 0
+    if not rows:
+        print(f"run {args.run} has no branches")
+    for r in rows:
+        mark = "*" if r["is_current"] else " "
+        print(f"{mark} {r['name']:<24} {r['ref'] or '-':<16} {r['checkpoint_count']:>5} checkpoint(s)")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """`agentrewind show RUN STEP`: one step with its output and meta."""
     with open_store(args) as store:
         where, steps = run_steps(store, args.run)
         step = find_step(steps, args.step, _heads(store, where))
         if where.source is not None and step.output is None and hasattr(where.source, "output"):
-            step.output = where.source.output(store, args.run, step)
+            step.output = _output(store, where, step, bool(getattr(args, "all", False)))
     data = step_json(step, labels(steps)[step.step_id], output=True)
     if args.json:
         print(dumps(data))
@@ -205,7 +245,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[str, Any]:
+def _resolve_state(
+    store: Store, spec: str, default_run: str | None, everything: bool = False
+) -> tuple[str, Any]:
     run_id, _, ref = spec.rpartition("@") if "@" in spec else (spec, "", "")
     if default_run is not None and "@" not in spec:
         run_id, ref = default_run, spec
@@ -222,15 +264,16 @@ def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[st
             raise RunNotFoundError(f"run {run_id!r} has no completed step to compare")
         step = done[-1]
     if where.source is not None and step.output is None and hasattr(where.source, "output"):
-        step.output = where.source.output(store, run_id, step)
+        step.output = _output(store, where, step, everything)
     return f"{run_id}@{labels(steps)[step.step_id]}", step.output
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """`agentrewind diff A B`: what changed between two states."""
     with open_store(args) as store:
-        name_a, a = _resolve_state(store, args.a, args.run)
-        name_b, b = _resolve_state(store, args.b, args.run)
+        everything = bool(getattr(args, "all", False))
+        name_a, a = _resolve_state(store, args.a, args.run, everything)
+        name_b, b = _resolve_state(store, args.b, args.run, everything)
     if args.format == "json-patch":
         print(dumps(formats.json_patch(a, b)))
         return 0

@@ -24,6 +24,7 @@ from .transfer import fork_run
 __all__ = [
     "MIN_PREFIX",
     "Forked",
+    "crashed_source_runs",
     "Located",
     "find_step",
     "fork",
@@ -56,6 +57,19 @@ def present(source: Any, store: Store) -> bool:
     """Whether the store may hold runs of `source` (sources without `present` always may)."""
     check = getattr(source, "present", None)
     return True if check is None else bool(check(store))
+
+
+def crashed_source_runs(store: Store, limit: int) -> list[RunInfo]:
+    """Runs of the run sources whose status is `crashed` (each `meta["source"]` its source)."""
+    found: list[RunInfo] = []
+    for source in run_sources():
+        try:
+            if present(source, store):
+                runs = source.list_runs(store, limit=1_000_000)
+                found += [r for r in runs if r.status == "crashed"][:limit]
+        except Exception as exc:
+            warn(source, exc)
+    return found
 
 
 class Located:

@@ -72,8 +72,8 @@ def store_info(store: Store) -> dict[str, Any]:
 
 
 def _status(store: Store, info: RunInfo, source: str) -> str:
-    if source != "agentrewind":
-        return "completed"
+    if source != "agentrewind":  # the source's own word (a LangGraph thread: paused, crashed...)
+        return info.status if info.status != source else "completed"
     if info.status == "running":
         # A store that can tell whether the lease is still held says `crashed` for a run whose
         # owner is gone; the others can only say `running`.
@@ -103,6 +103,9 @@ def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None
         "failures": m.failures,
         "created_at": info.created_at,
         "updated_at": info.updated_at,
+        # A framework's own words on where the run stands (LangGraph: the node raising, the
+        # interrupt payloads, the nodes due next).
+        "framework": {k: info.meta[k] for k in ("error", "interrupts", "next") if k in info.meta},
     }
 
 
@@ -189,6 +192,17 @@ def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
     return {"rows": rows, "counts": counts}
 
 
+def _heads(store: Store, source: str, run_id: str) -> dict[str, str]:
+    """Branch heads: a timeline's, or those a run source names (the leaves of a thread)."""
+    if source == "agentrewind":
+        return store.get_heads(run_id)
+    for plugin in run_sources():
+        heads = getattr(plugin, "heads", None)
+        if getattr(plugin, "name", None) == source and callable(heads):
+            return dict(heads(store, run_id))
+    return {}
+
+
 def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     """A run and its calls as a waterfall (each row links to its step by id).
 
@@ -197,7 +211,7 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     """
     source, info, steps = _find(store, run_id)
     run = _run_json(store, source, info, steps=None)
-    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    heads = _heads(store, source, run_id)
     return {
         "run": run,
         "heads": heads,
@@ -227,7 +241,7 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
 def graph(store: Store, run_id: str) -> dict[str, Any]:
     """The run's steps as a graph: nodes with parent links, merges, branch heads."""
     source, _, steps = _find(store, run_id)
-    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    heads = _heads(store, source, run_id)
     timeline = source == "agentrewind" and any(s.kind == "checkpoint" for s in steps)
     if timeline:
         tl = Timeline(run_id, store=store, events=False)

@@ -93,7 +93,7 @@ async function runsPage(token, query) {
   if (token !== routeToken) return;
   const q = h("input", { type: "search", placeholder: "search run id", value: query.get("q") || "", "data-testid": "search" });
   const status = h("select", { "data-testid": "status-filter" }, h("option", { value: "" }, "any status"),
-    ["queued", "running", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
+    ["queued", "running", "paused", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
   const kind = h("select", { "data-testid": "kind-filter" }, h("option", { value: "" }, "any kind"),
     ["journal", "timeline", "langgraph"].map((x) => h("option", { value: x }, x)));
   status.value = query.get("status") || ""; kind.value = query.get("kind") || "";
@@ -170,6 +170,13 @@ async function runPage(token, runId, stepId) {
   const nodes = [...runHeader(run, "calls"), h("div", { class: "cards" },
     [["steps", run.steps], ["replay hits", run.replay_hits], ["tokens saved", run.tokens_saved],
       ["time saved", secs(run.seconds_saved)], ["failures", run.failures]].map(([k, v]) => h("div", { class: "card" }, h("b", {}, v), k)))];
+  const fw = run.framework || {};
+  if (fw.error || fw.interrupts || (fw.next && fw.next.length)) { // the framework's own words
+    nodes.push(h("div", { "data-testid": "framework" },
+      fw.error ? h("div", { class: "error" }, `${fw.error.type}: ${fw.error.message}`) : null,
+      (fw.interrupts || []).map((i) => h("div", {}, "interrupt: ", h("code", {}, JSON.stringify(i.value)))),
+      fw.next && fw.next.length ? h("div", { class: "muted" }, `next: ${fw.next.join(", ")}`) : null));
+  }
   if (data.waterfall.rows.length) nodes.push(...waterfall(run, data.waterfall), callsChart(data.waterfall.rows));
   else nodes.push(h("p", { class: "muted" }, "No calls recorded yet."));
   nodes.push(detail);
