@@ -5,6 +5,7 @@ payload, the next nodes) and hide its internal channels unless asked."""
 
 from __future__ import annotations
 
+import json
 import operator
 import os
 import signal
@@ -12,11 +13,13 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 import agentrewind
 from agentrewind.ui import api
@@ -28,7 +31,8 @@ CHILD = textwrap.dedent(
     import operator, sys, time
     from pathlib import Path
     from typing import Annotated, TypedDict
-    from langgraph.graph import END, START, StateGraph
+    import pytest
+from langgraph.graph import END, START, StateGraph
     from agentrewind_langgraph import RewindSaver
 
     class State(TypedDict):
@@ -75,39 +79,40 @@ def _cfg(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
 
 
-def _statuses(url: str) -> dict[str, str]:
-    runs = batch(["runs", "--json", "--store", url])[0].ok().json()
-    assert isinstance(runs, list)
-    return {r["run_id"]: r["status"] for r in runs}
-
-
 def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path: Path) -> None:
     url = saver_url
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     flag = tmp_path / "flag"
-    # A graph process stopped at a static interrupt and exited normally: paused, not crashed.
-    subprocess.run([sys.executable, str(script), url, "static", str(flag)], env=env(),
-                   check=True, timeout=60)  # fmt: skip
-    # One in the middle of node b: running while it lives, crashed once SIGKILLed.
-    child = subprocess.Popen([sys.executable, str(script), url, "killed", str(flag)], env=env())
+
+    def child(thread: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, str(script), url, thread, str(flag)], env=env())
+
+    # One graph process stops at a static interrupt and exits normally: paused, not crashed.
+    # The other is in the middle of node b: running while it lives, crashed once SIGKILLed.
+    static, killed = child("static"), child("killed")
     try:
-        deadline = time.monotonic() + 60
+        assert static.wait(timeout=120) == 0
+        deadline = time.monotonic() + 120
         while not flag.exists():
-            assert child.poll() is None and time.monotonic() < deadline
+            assert killed.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        assert _statuses(url)["killed"] == "running"
+        alive = batch(["runs", "--json", "--store", url])[0].ok().json()
+        assert {r["run_id"]: r["status"] for r in alive} == {  # type: ignore[union-attr]
+            "static": "paused", "killed": "running"
+        }  # fmt: skip
     finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
     with RewindSaver(url) as saver:
         _graph(saver).invoke({"items": []}, _cfg("asking"))
-    statuses = _statuses(url)
-    assert statuses == {"static": "paused", "killed": "crashed", "asking": "paused"}
-    crashed, paused = batch(
+    runs, crashed, paused = batch(
+        ["runs", "--json", "--store", url],
         ["runs", "--json", "--status", "crashed", "--store", url],
         ["runs", "--json", "--status", "paused", "--store", url],
     )
+    statuses = {r["run_id"]: r["status"] for r in runs.ok().json()}  # type: ignore[union-attr]
+    assert statuses == {"static": "paused", "killed": "crashed", "asking": "paused"}
     assert [r["run_id"] for r in crashed.ok().json()] == ["killed"]  # type: ignore[union-attr]
     assert {r["run_id"] for r in paused.ok().json()} == {"static", "asking"}  # type: ignore[union-attr]
     with agentrewind.connect(url) as store:
@@ -117,17 +122,18 @@ def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path:
         assert viewer["killed"]["framework"]["next"] == ["b"]
         assert [r.run_id for r in agentrewind.Middleware(store).crashed_runs()] == ["killed"]
     # The crashed thread resumes where it died: node b runs, node a does not run again.
+    ran: list[str] = []
+    b = StateGraph(State)
+    b.add_node("a", lambda s: ran.append("a") or {"items": ["a"]})
+    b.add_node("b", lambda s: ran.append("b") or {"items": ["b"]})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
     with RewindSaver(url) as saver:
-        b = StateGraph(State)
-        ran: list[str] = []
-        b.add_node("a", lambda s: ran.append("a") or {"items": ["a"]})
-        b.add_node("b", lambda s: ran.append("b") or {"items": ["b"]})
-        b.add_edge(START, "a")
-        b.add_edge("a", "b")
-        b.add_edge("b", END)
         out = b.compile(checkpointer=saver).invoke(None, _cfg("killed"))
     assert out["items"] == ["a", "b"] and ran == ["b"]
-    assert _statuses(url)["killed"] == "completed"
+    with agentrewind.connect(url) as store:
+        assert {r["run_id"]: r["status"] for r in api.list_runs(store)}["killed"] == "completed"
 
 
 def test_checkpoints_in_langgraphs_words(saver_url: str) -> None:
@@ -166,3 +172,68 @@ def test_checkpoints_in_langgraphs_words(saver_url: str) -> None:
     leaves = {n["id"] for n in nodes if n["id"] not in children}
     assert leaves == set(heads.values())
     assert {n["id"]: n["refs"] for n in nodes if n["refs"]} == {h: [b] for b, h in heads.items()}
+
+
+NO_ADAPTER = """
+import json, sys
+import agentrewind.plugins as plugins
+declared = plugins.declared
+plugins.declared = lambda group: tuple(
+    e for e in declared(group) if not e.value.startswith("agentrewind_langgraph"))
+from cli_support import DRIVER
+exec(DRIVER)
+"""
+
+
+@pytest.mark.postgres
+def test_export_import_across_backends_resumes_and_without_the_adapter(
+    tmp_path: Path, redis_url: str, postgres_url: str
+) -> None:
+    src = f"sqlite:///{tmp_path / 'src.db'}"
+    with RewindSaver(src) as saver:
+        _graph(saver).invoke({"items": []}, _cfg("order-7"))
+    doc = tmp_path / "order-7.json"
+    ns = f"imp-{uuid.uuid4().hex[:8]}"
+    targets = [f"{redis_url}?namespace={ns}", f"{postgres_url}?namespace={ns}"]
+    results = batch(
+        ["export", "order-7", "-o", str(doc), "--store", src],
+        *(["import", str(doc), "--store", t] for t in targets),
+        *(["import", str(doc), "--store", t] for t in targets),  # again: refused
+        *(["runs", "--json", "--store", t] for t in targets),
+    )
+    results[0].ok()
+    for done in results[1:3]:
+        assert "imported langgraph run order-7 (3 checkpoint(s))" in done.ok().out
+    for again in results[3:5]:
+        assert again.code == 1 and "already exists" in again.err
+    for listed in results[5:]:
+        runs = listed.ok().json()
+        assert [(r["run_id"], r["kind"], r["status"]) for r in runs] == [  # type: ignore[union-attr]
+            ("order-7", "langgraph", "paused")  # one run: the thread, no journal twin
+        ]
+    for t in targets:  # RewindSaver reads it there and resumes at the interrupt
+        with RewindSaver(t) as saver:
+            out = _graph(saver).invoke(Command(resume="yes"), _cfg("order-7"))
+            assert out["items"] == ["a", "answer:yes"]
+    # Where the adapter is not installed: counted, named, refused, never "no run".
+    done = subprocess.run(
+        [sys.executable, "-c", NO_ADAPTER, json.dumps([
+            ["runs", "--store", src], ["log", "order-7", "--store", src],
+            ["import", str(doc), "--store", f"sqlite:///{tmp_path / 'other.db'}"],
+        ])],
+        capture_output=True, text=True, timeout=120, env=env(), cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (runs_code, _, runs_err), (log_code, _, log_err), (imp_code, _, imp_err) = json.loads(
+        done.stdout
+    )
+    install = 'pip install "agentrewind[langgraph]"'
+    assert runs_code == 0 and f"1 LangGraph thread(s) not shown here: run `{install}`" in runs_err
+    assert log_code == 1 and "'order-7' is a LangGraph thread" in log_err and install in log_err
+    assert "no run" not in log_err
+    assert imp_code == 1 and "holds a LangGraph thread" in imp_err and install in imp_err
+    assert (
+        not (tmp_path / "other.db").exists()
+        or "order-7"
+        not in batch(["runs", "--json", "--store", f"sqlite:///{tmp_path / 'other.db'}"])[0].out
+    )

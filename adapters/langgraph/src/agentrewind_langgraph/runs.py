@@ -271,6 +271,31 @@ class LangGraphRuns:
                     saver.put_writes(_conf(to, ns, at), writes, task_id)
         return len(chain)
 
+    def export_native(self, store: Store, run_id: str) -> dict[str, Any]:
+        """The thread itself for `export` (`meta["langgraph"]`): see `_transfer`."""
+        from ._transfer import dump_thread
+
+        with _saver(store) as saver:
+            return dump_thread(saver, run_id)
+
+    def import_native(
+        self, store: Store, run_id: str, native: Any, *, replace: bool = False
+    ) -> int:
+        """Write an exported thread into `store` as thread `run_id`; the checkpoint count.
+
+        Raises:
+            FileExistsError: The thread exists and `replace` is false (nothing written).
+            ThreadImportError: The payload is missing or damaged (nothing written).
+        """
+        from ._transfer import load_thread
+
+        if self.get_run(store, run_id) is not None:
+            if not replace:
+                raise FileExistsError(run_id)
+            self.delete_run(store, run_id)
+        with _saver(store) as saver:
+            return load_thread(saver, native, run_id)
+
     def step_detail(self, store: Store, run_id: str, step_id: str) -> dict[str, Any] | None:
         """One checkpoint for the viewer: channel values, pending writes, metadata (JSON data)."""
         with _saver(store) as saver:

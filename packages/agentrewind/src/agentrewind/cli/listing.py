@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..records import RunMetrics
 from .common import dumps, iso, open_store
-from .sources import all_runs, locate
+from .sources import all_runs, hidden, locate
 from .status import RunView, describe
 
 __all__ = ["cmd_metrics", "cmd_runs", "run_json"]
@@ -39,6 +40,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         runs = all_runs(store, 1_000_000 if filtered else args.limit)
         url, ns = store.url, store.namespace
+        for note in hidden(store):  # never a silent "no runs" over threads we cannot show
+            print(f"note: {note.sentence()}", file=sys.stderr)
     if args.status:
         runs = [v for v in runs if v.status in args.status]
     if args.kind:

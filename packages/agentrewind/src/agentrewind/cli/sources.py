@@ -19,6 +19,7 @@ from ..documents.locating import (
     run_steps,
     warn,
 )
+from ..documents.foreign import Hidden, hidden_runs
 from ..records import RunInfo
 from ..stores import Store
 from .status import RunView, describe
@@ -28,6 +29,7 @@ __all__ = [
     "Located",
     "all_runs",
     "find_step",
+    "hidden",
     "labels",
     "locate",
     "run_sources",
@@ -58,3 +60,11 @@ def all_runs(store: Store, limit: int) -> list[RunView]:
             warn(source, exc)
     found.sort(key=lambda v: v.info.updated_at, reverse=True)
     return found[:limit]
+
+
+def hidden(store: Store) -> list[Hidden]:
+    """Runs in the store of frameworks whose run source is not installed here (never raises)."""
+    try:
+        return hidden_runs(store, [str(getattr(s, "name", "")) for s in run_sources()])
+    except Exception:  # a note about other runs must never break the listing
+        return []

@@ -19,6 +19,7 @@ from ..records import RunInfo, StepRecord
 from ..serde.encryption import Encryption
 from ..stores import Store
 from .document import DOC_KIND, DocumentError
+from .foreign import hidden_source_of, noun
 from .transfer import fork_run
 
 __all__ = [
@@ -108,6 +109,13 @@ def locate(store: Store, run_id: str) -> Located:
             continue
         if found:
             return Located(run_id, found, source)
+    names = [str(getattr(s, "name", "")) for s in run_sources()]
+    foreign = hidden_source_of(store, run_id, names)
+    if foreign is not None:
+        raise RunNotFoundError(
+            f"{run_id!r} is a {noun(foreign.source)} in {store.url} (namespace "
+            f"{store.namespace}) that this installation cannot read: run `{foreign.install}`"
+        )
     raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
 
 

@@ -68,6 +68,11 @@ def store_info(store: Store) -> dict[str, Any]:
         "url": safe_url(store.url),
         "namespace": store.namespace,
         "sources": [getattr(s, "name", type(s).__name__) for s in run_sources()],
+        # Runs of frameworks whose adapter is not installed here: how many, what to install.
+        "hidden": [
+            {"source": h.source, "count": h.count, "install": h.install, "text": h.sentence()}
+            for h in _sources.hidden(store)
+        ],
     }
 
 

@@ -393,5 +393,8 @@ document.addEventListener("click", (e) => {
 window.addEventListener("popstate", route);
 getJSON("/api/store").then((st) => {
   document.getElementById("store").textContent = `${st.url} · namespace ${st.namespace}`;
+  for (const hidden of st.hidden || []) { // runs whose framework's adapter is not installed here
+    document.querySelector("header").appendChild(h("div", { class: "error", "data-testid": "hidden-runs" }, hidden.text));
+  }
 }).catch(() => {});
 route();
