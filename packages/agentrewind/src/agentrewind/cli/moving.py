@@ -17,7 +17,6 @@ from ..documents import DocumentError, RunDocument, emit, export_run, import_run
 from ..documents.document import STEP_FIELDS
 from ..documents.foreign import install_hint, noun
 from ..documents.locating import fork, locate, run_sources, run_steps
-from ..errors import RunNotFoundError
 from ..documents.transfer import run_matches
 from .common import CliError, dumps, open_store
 
@@ -31,7 +30,7 @@ def _plain(value: Any) -> Any:
 
 def _source_document(store: Any, run_id: str, args: argparse.Namespace) -> RunDocument:
     where, steps = run_steps(store, run_id)
-    info = where.info
+    info, run_id = where.info, where.run_id  # `langgraph:ID` names the thread ID
     for s in steps:
         if s.output is None and hasattr(where.source, "output"):
             s.output = where.source.output(store, run_id, s)
@@ -136,15 +135,11 @@ def _import_source_run(args: argparse.Namespace, doc: RunDocument, name: str, ta
         raise CliError(f"{args.file} holds a {name} run without the {name} data to restore it "
                        "(exported by an older version?); nothing was imported")  # fmt: skip
     with open_store(args, write=True) as store:
-        try:
-            exists = locate(store, target)
-        except RunNotFoundError:
-            exists = None
-        if exists is not None and (exists.source is None or not args.replace):
-            what = "a run" if exists.source is None else f"a {exists.name} run"
-            raise CliError(f"{what} {target!r} already exists in {store.url}: import it under "
-                           "another id with --run-id" + ("" if exists.source is None else
-                           ", or pass --replace"))  # fmt: skip
+        # Only a thread of that id is in the way: a journal run of the same id is its linked
+        # twin (a wrapped graph saved by RewindSaver), reached as `ID` beside `NAME:ID`.
+        if source.get_run(store, target) is not None and not args.replace:
+            raise CliError(f"a {noun(name)} {target!r} already exists in {store.url}: import "
+                           "it under another id with --run-id, or pass --replace")  # fmt: skip
         try:
             count = source.import_native(store, target, doc.meta[name], replace=args.replace)
         except ValueError as exc:

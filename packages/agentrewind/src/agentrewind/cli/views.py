@@ -16,7 +16,7 @@ from ..timeline import HEAD, Timeline
 from ..tree import TreeNode, find_cycle, render_tree
 from . import formats
 from .common import color, dumps, iso, open_store, unicode_ok
-from .sources import Located, find_step, labels, run_steps
+from .sources import Located, find_step, labels, linked, run_steps
 
 __all__ = [
     "cmd_branches",
@@ -25,6 +25,7 @@ __all__ = [
     "cmd_show",
     "cmd_tree",
     "generic_nodes",
+    "linked_note",
     "resume_marker",
     "step_json",
 ]
@@ -80,6 +81,8 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(dumps([step_json(s, names[s.step_id]) for s in steps]))
         return 0
     print(f"run {args.run} ({where.name}): {len(steps)} step(s)")
+    if twins := linked_note(args, where):
+        print(twins)
     print(f"{'SEQ':>5}  {'STATUS':<9} {'KIND':<10} {'NAME':<40} {'TIME':>11}  ID")
     for s in steps:
         ms = float(s.meta.get("duration", 0.0) or 0.0) * 1000
@@ -91,6 +94,16 @@ def cmd_log(args: argparse.Namespace) -> int:
             f"{names[s.step_id]}"
         )
     return 0
+
+
+def linked_note(args: argparse.Namespace, where: Located) -> str | None:
+    """The line naming the other entry under the same id (a wrapped graph's thread), if any."""
+    with open_store(args) as store:
+        twins = linked(store, where)
+    if not twins:
+        return None
+    what = "its LangGraph thread" if where.source is None else "its journal run"
+    return f"also under this id: {what}, `{twins[0]}` (agentrewind log {twins[0]})"
 
 
 def resume_marker(step: StepRecord) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..cli import sources as _sources
 from ..cli import views as _views
+from ..cli.listing import refs
 from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
@@ -117,21 +118,20 @@ def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None
 def list_runs(store: Store, limit: int = 500) -> list[dict[str, Any]]:
     """Every run of the store and of the run sources, most recently updated first."""
     out = []
-    for source, info in all_runs(store, limit):
-        row = _run_json(store, source, info)
+    views = _sources.all_runs(store, limit)
+    names = refs(views)
+    for v in views:
+        source, info = v.source, v.info
+        row = _run_json(store, source, info) | {"ref": names[id(v)]}
         if row["kind"] in (TIMELINE, LANGGRAPH) and not row["steps"]:
-            row["steps"] = len(run_steps(store, info.run_id)[1])  # checkpoints are not calls
+            row["steps"] = len(run_steps(store, row["ref"])[1])  # checkpoints are not calls
         out.append(row)
     return out
 
 
 def _find(store: Store, run_id: str) -> tuple[str, RunInfo, list[StepRecord]]:
-    source, steps = run_steps(store, run_id)
-    if source == "agentrewind":
-        info = store.get_run(run_id)
-    else:  # the source's own listing knows the thread's times
-        listed = [r for src, r in all_runs(store, 10_000) if src == source and r.run_id == run_id]
-        info = listed[0] if listed else None
+    where, steps = _sources.run_steps(store, run_id)
+    source, info, run_id = where.name, where.info, where.run_id
     if info is None:
         when = [s.created_at for s in steps] or [0.0]
         info = RunInfo(run_id, "completed", min(when), max(when))
@@ -216,7 +216,7 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     """
     source, info, steps = _find(store, run_id)
     run = _run_json(store, source, info, steps=None)
-    heads = _heads(store, source, run_id)
+    heads = _heads(store, source, info.run_id)
     return {
         "run": run,
         "heads": heads,
@@ -232,7 +232,8 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
     Raises:
         RunNotFoundError: The run or the step does not exist.
     """
-    source, _, steps = _find(store, run_id)
+    source, info, steps = _find(store, run_id)
+    run_id = info.run_id  # `langgraph:ID` names the thread ID
     # What the CLI prints names a step here too: a sequence number or a short id.
     step = find_step(steps, step_id)
     data, step_id = step_json(step, output=True), step.step_id
@@ -245,7 +246,8 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
 
 def graph(store: Store, run_id: str) -> dict[str, Any]:
     """The run's steps as a graph: nodes with parent links, merges, branch heads."""
-    source, _, steps = _find(store, run_id)
+    source, info, steps = _find(store, run_id)
+    run_id = info.run_id
     heads = _heads(store, source, run_id)
     timeline = source == "agentrewind" and any(s.kind == "checkpoint" for s in steps)
     if timeline:

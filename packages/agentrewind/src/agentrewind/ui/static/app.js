@@ -104,8 +104,8 @@ async function runsPage(token, query) {
     const rows = runs.filter((r) => (!want || r.run_id.toLowerCase().includes(want))
       && (!status.value || r.status === status.value) && (!kind.value || r.kind === kind.value));
     body.replaceChildren(...rows.map((r) => h("tr", { class: "clickable", "data-run": r.run_id,
-      onclick: (e) => { if (!e.target.closest("a")) navigate(runHref(r.run_id)); } },
-      h("td", {}, link(runHref(r.run_id), r.run_id)), h("td", {}, badge(r.status)), h("td", {}, r.kind),
+      onclick: (e) => { if (!e.target.closest("a")) navigate(runHref(r.ref || r.run_id)); } },
+      h("td", {}, link(runHref(r.ref || r.run_id), r.ref || r.run_id)), h("td", {}, badge(r.status)), h("td", {}, r.kind),
       h("td", { class: "num" }, r.steps), h("td", { class: "num" }, r.replay_hits),
       h("td", { class: "num" }, r.tokens_saved), h("td", { class: "num" }, secs(r.seconds_saved)),
       h("td", {}, when(r.updated_at)))));
