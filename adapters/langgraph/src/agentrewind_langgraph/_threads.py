@@ -1,5 +1,7 @@
-"""What a LangGraph checkpoint means, in LangGraph's words: who wrote it, what runs next, why
-it stopped, and the thread's status. Reads checkpoint tuples only; imports no framework.
+"""What a LangGraph checkpoint means, in LangGraph's words.
+
+Who wrote it, what runs next, why it stopped, and the thread's status. Reads checkpoint
+tuples only; imports no framework.
 
 - **Writer**: the nodes whose `versions_seen` moved between a checkpoint and its parent ran in
   the superstep that wrote it (`input` for the input checkpoint, `update_state` for an edit).

@@ -77,10 +77,13 @@ def load_thread(saver: Any, native: Any, thread_id: str) -> int:
     try:
         rows = [
             (
-                c["ns"], c["id"], c["parent"], _untyped(saver.serde, c["checkpoint"]),
+                c["ns"],
+                c["id"],
+                c["parent"],
+                _untyped(saver.serde, c["checkpoint"]),
                 _untyped(saver.serde, c["metadata"]),
                 [(t, ch, _untyped(saver.serde, v)) for t, ch, v in c["writes"]],
-            )  # fmt: skip
+            )
             for c in native["checkpoints"]
         ]
     except (KeyError, TypeError, ValueError) as exc:

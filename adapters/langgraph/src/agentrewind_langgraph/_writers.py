@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from typing import Any
+
 from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, retire_lease_owner
 
 from ._lease import lease_name
@@ -120,4 +121,3 @@ def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
         if holder:
             return holder, not lease_owner_is_dead(holder)
     return "", False
-

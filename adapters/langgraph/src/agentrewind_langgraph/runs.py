@@ -221,7 +221,9 @@ class LangGraphRuns:
         ns = str(step.meta.get("checkpoint_ns", ""))
         with _saver(store) as saver:
             tup = saver.get_tuple(_conf(run_id, ns, step.step_id))
-        return None if tup is None else visible(tup.checkpoint.get("channel_values", {}), everything)
+        return (
+            None if tup is None else visible(tup.checkpoint.get("channel_values", {}), everything)
+        )
 
     def delete_run(self, store: Store, run_id: str, *, force: bool = False) -> bool:
         """Delete a thread with all its checkpoints; True if it existed.
@@ -323,7 +325,6 @@ class LangGraphRuns:
                     "metadata": jsonable(dict(tup.metadata)),
                 }
         return None
-
 
 
 run_source = LangGraphRuns()

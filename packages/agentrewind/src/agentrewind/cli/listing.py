@@ -15,8 +15,11 @@ __all__ = ["cmd_metrics", "cmd_runs", "run_json"]
 
 
 def refs(runs: list[RunView]) -> dict[int, str]:
-    """What each listed run is named by in every command: a run source's run that shares its
-    id with a journal run (a wrapped graph saved by `RewindSaver`) is `<source>:<id>`."""
+    """What each listed run is named by in every command.
+
+    A run source's run that shares its id with a journal run (a wrapped graph saved by
+    `RewindSaver`) is `<source>:<id>`.
+    """
     journal = {v.run_id for v in runs if v.source == "agentrewind"}
     return {
         id(v): f"{v.source}:{v.run_id}" if v.source != "agentrewind" and v.run_id in journal

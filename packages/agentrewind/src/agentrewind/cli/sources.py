@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..documents.foreign import Hidden, hidden_runs
 from ..documents.locating import (
     MIN_PREFIX,
     Located,
@@ -20,7 +21,6 @@ from ..documents.locating import (
     run_steps,
     warn,
 )
-from ..documents.foreign import Hidden, hidden_runs
 from ..records import RunInfo
 from ..stores import Store
 from .status import RunView, describe

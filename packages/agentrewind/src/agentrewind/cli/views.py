@@ -235,7 +235,9 @@ def _source_branches(
         print(f"run {args.run} has no branches")
     for r in rows:
         mark = "*" if r["is_current"] else " "
-        print(f"{mark} {r['name']:<24} {r['ref'] or '-':<16} {r['checkpoint_count']:>5} checkpoint(s)")
+        print(
+            f"{mark} {r['name']:<24} {r['ref'] or '-':<16} {r['checkpoint_count']:>5} checkpoint(s)"
+        )
     return 0
 
 

@@ -1,8 +1,8 @@
-"""Runs a store holds that no installed run source can show (a LangGraph thread where
-`agentrewind-langgraph` is not installed).
+"""Runs a store holds that no installed run source can show.
 
-The CLI and the viewer then say how many there are and what to install, instead of "no run".
-Only counting and membership are read here, from the adapter's own tables or keys (their names
+A LangGraph thread where `agentrewind-langgraph` is not installed, for example: the CLI and
+the viewer then say how many there are and what to install, instead of "no run". Only
+counting and membership are read here, from the adapter's own tables or keys (their names
 are part of its storage format); nothing of the framework is imported.
 """
 
@@ -28,7 +28,9 @@ class Hidden:
 
     def sentence(self) -> str:
         """`3 LangGraph thread(s) not shown here: run `pip install ...` to see them`."""
-        return f"{self.count} {_NOUN[self.source]}(s) not shown here: run `{self.install}` to see them"
+        return (
+            f"{self.count} {_NOUN[self.source]}(s) not shown here: run `{self.install}` to see them"
+        )
 
 
 _INSTALL = {"langgraph": 'pip install "agentrewind[langgraph]"'}

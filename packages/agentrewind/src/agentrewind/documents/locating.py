@@ -25,8 +25,8 @@ from .transfer import fork_run
 __all__ = [
     "MIN_PREFIX",
     "Forked",
-    "crashed_source_runs",
     "Located",
+    "crashed_source_runs",
     "find_step",
     "fork",
     "labels",
@@ -95,7 +95,7 @@ def _source_run(store: Store, source: Any, run_id: str) -> RunInfo | None:
         if hasattr(source, "get_run"):
             return source.get_run(store, run_id)  # type: ignore[no-any-return]
         # an older run source: a run exists when it has steps
-        return source.load_steps(store, run_id) and RunInfo(run_id, "completed", 0, 0) or None
+        return (source.load_steps(store, run_id) and RunInfo(run_id, "completed", 0, 0)) or None
     except Exception as exc:
         warn(source, exc)
         return None
