@@ -127,7 +127,10 @@ def generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNo
             refs.setdefault(head, []).append(branch)
     status = {"completed": "active", "failed": "failed", "started": "rolled_back"}
     ids = {s.step_id for s in steps}
-    linked = any(s.parent_id in ids for s in steps)
+    # Checkpoints (a LangGraph thread's) form a tree by their parents; a journal's records
+    # are drawn in execution order even where some carry parents (a LlamaIndex run's calls
+    # chain to each other, its ticks do not: by parents, the ticks would sink below them).
+    linked = all(s.kind == "checkpoint" for s in steps) and any(s.parent_id in ids for s in steps)
     if linked:  # a crafted or damaged store: no tree to draw (it would show nothing)
         cycle = find_cycle({s.step_id: [s.parent_id] if s.parent_id else [] for s in steps})
         if cycle is not None:
