@@ -3,9 +3,9 @@
 Each tick the control loop reduces becomes one step record (`kind="node"`), keyed
 `llamaindex:tick#<seq>`, whose output holds the encoded tick (the `BasicRuntime.journal()`
 encoding, stored as its JSON value so `show` and `diff` read it; `tick_text` gives back the
-text `BasicRuntime.restore` replays; records written before 0.2 hold the text) plus, when they changed, the committed
-`ctx.store` state, the agent memories and the stream events of the step it ends. One record
-is one atomic store write.
+text `BasicRuntime.restore` replays; records written before 0.2 hold the text) plus, when
+they changed, the committed `ctx.store` state, the agent memories and the stream events of
+the step it ends. One record is one atomic store write.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ _TERMINAL = (CommandCompleteRun, CommandFailWorkflow, CommandHalt)
 
 
 def tick_text(value: Any) -> str:
-    """The encoded text of a stored tick or event: stored as its JSON value (or, before 0.2,
-    as the text itself).
+    """The encoded text of a stored tick or event.
+
+    Stored as its JSON value (before 0.2: as the text itself).
     """
     return value if isinstance(value, str) else json.dumps(value)
 

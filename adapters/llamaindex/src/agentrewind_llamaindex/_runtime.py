@@ -118,8 +118,9 @@ class RunState:
 
 
 def _as_json(text: str) -> Any:
-    """An encoded tick or event as its JSON value; text that is not JSON (a pickling
-    serializer's) stays text (`tick_text` reads both).
+    """An encoded tick or event as its JSON value.
+
+    Text that is not JSON (a pickling serializer's) stays text (`tick_text` reads both).
     """
     try:
         value = json.loads(text)
