@@ -31,8 +31,7 @@ CHILD = textwrap.dedent(
     import operator, sys, time
     from pathlib import Path
     from typing import Annotated, TypedDict
-    import pytest
-from langgraph.graph import END, START, StateGraph
+    from langgraph.graph import END, START, StateGraph
     from agentrewind_langgraph import RewindSaver
 
     class State(TypedDict):
