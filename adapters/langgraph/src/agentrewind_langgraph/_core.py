@@ -42,6 +42,7 @@ from ._rows import (
     write_rows,
 )
 from ._serde import AesGcmCipher, SafeSerializer, encrypted
+from ._threads import next_nodes
 from ._writers import WriterMarks
 
 __all__ = ["SaverCore"]
@@ -284,7 +285,7 @@ class SaverCore(ThreadMaintenance, BaseCheckpointSaver[str]):
             self._leases.hold(row.thread_id)
             op = self._leases.fenced(row.thread_id, op)
         elif self._writers is not None:
-            self._writers.mark(row.thread_id)
+            self._writers.mark(row.thread_id, finished=not row.cns and not next_nodes(checkpoint))
         return row, before, op
 
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:

@@ -3,9 +3,10 @@
 A LangGraph thread stopped mid-run looks the same in the store whether its process was killed
 or it stopped at a static interrupt (`interrupt_before`): a checkpoint with nodes still to run
 and nothing after it. What differs is the writer: a saver marks each thread it writes (once
-per thread, at its first checkpoint) under the store's lease table as
-`langgraph-writer:<thread_id>`, owned by `host:pid:token`, and removes its marks when it
-closes or its interpreter exits. An unfinished thread then reads
+per thread, at its first checkpoint, from a background thread) under the store's lease table
+as `langgraph-writer:<thread_id>`, owned by `host:pid:token`; it removes a mark when the
+thread's graph finishes, and every mark when it closes or its interpreter exits. An
+unfinished thread then reads
 
 - `running` while its mark names a live process (or a `lease=True` saver holds its lease),
 - `crashed` when the mark names a process that is gone (on this host: at once; on another host
@@ -19,6 +20,7 @@ in place. With `lease=True` the thread's lease is the mark.
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
 import weakref
@@ -70,6 +72,10 @@ _SQLITE_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id
 class WriterMarks:
     """The marks one saver holds, by thread id; released by `close` or at interpreter exit.
 
+    Marks are written and removed by a background thread, off the checkpoint's path (a
+    thread's first checkpoint costs no extra store round trip); a process killed within
+    milliseconds of a thread's first checkpoint may leave it unmarked (`paused`).
+
     Args:
         store: The store whose lease table holds the marks.
     """
@@ -79,28 +85,56 @@ class WriterMarks:
         self.owner = make_lease_owner()
         self._marked: dict[str, float] = {}  # thread id -> monotonic time of the last mark
         self._lock = threading.Lock()
+        self._todo: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
         self._at_exit = weakref.finalize(self, _release, store, self.owner, self._marked)
 
-    def mark(self, thread_id: str) -> None:
-        """Mark `thread_id` as written by this process (a store write at most each half TTL).
+    def mark(self, thread_id: str, finished: bool = False) -> None:
+        """Note a checkpoint of `thread_id` by this process.
 
-        Never fails the checkpoint: a store that cannot take the mark leaves the thread
-        unmarked (it reads `paused`, not `crashed`, if this process dies).
+        The thread is marked at its first checkpoint (and again each half `MARK_TTL`); a
+        checkpoint with nothing left to run (`finished`) removes the mark, so only threads
+        in flight hold one. Never fails the checkpoint: a store that cannot take the mark
+        leaves the thread unmarked (it reads `paused`, not `crashed`, if this process dies).
         """
         now = time.monotonic()
         with self._lock:
             last = self._marked.get(thread_id)
-            if last is not None and now - last < MARK_TTL / 2:
+            if finished:
+                if last is None:
+                    return
+                del self._marked[thread_id]
+                op = "release"
+            elif last is not None and now - last < MARK_TTL / 2:
                 return
-            self._marked[thread_id] = now
-        try:
-            self.store.acquire_lease(mark_name(thread_id), self.owner, MARK_TTL)
-        except Exception:
-            with self._lock:
-                self._marked.pop(thread_id, None)
+            else:
+                self._marked[thread_id] = now
+                op = "mark"
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._work, name="agentrewind-lg-marks", daemon=True
+                )
+                self._worker.start()
+        self._todo.put((op, thread_id))
+
+    def _work(self) -> None:
+        while (item := self._todo.get()) is not None:
+            op, thread_id = item
+            try:
+                if op == "mark":
+                    self.store.acquire_lease(mark_name(thread_id), self.owner, MARK_TTL)
+                else:
+                    self.store.release_lease(mark_name(thread_id), self.owner)
+            except Exception:
+                if op == "mark":
+                    with self._lock:
+                        self._marked.pop(thread_id, None)
 
     def close(self) -> None:
         """Remove every mark of this saver: its threads stopped on purpose."""
+        if self._worker is not None:
+            self._todo.put(None)
+            self._worker.join(timeout=5.0)
         self._at_exit()
 
 
