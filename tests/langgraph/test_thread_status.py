@@ -198,6 +198,7 @@ def test_export_import_across_backends_resumes_and_without_the_adapter(
         ["export", "order-7", "-o", str(doc), "--store", src],
         *(["import", str(doc), "--store", t] for t in targets),
         *(["import", str(doc), "--store", t] for t in targets),  # again: refused
+        *(["import", str(doc), "--replace", "--store", t] for t in targets),
         *(["runs", "--json", "--store", t] for t in targets),
     )
     results[0].ok()
@@ -205,7 +206,9 @@ def test_export_import_across_backends_resumes_and_without_the_adapter(
         assert "imported langgraph run order-7 (3 checkpoint(s))" in done.ok().out
     for again in results[3:5]:
         assert again.code == 1 and "already exists" in again.err
-    for listed in results[5:]:
+    for replaced in results[5:7]:  # over a deleted thread's tombstone, too
+        assert "imported langgraph run order-7 (3 checkpoint(s))" in replaced.ok().out
+    for listed in results[7:]:
         runs = listed.ok().json()
         assert [(r["run_id"], r["kind"], r["status"]) for r in runs] == [  # type: ignore[union-attr]
             ("order-7", "langgraph", "paused")  # one run: the thread, no journal twin

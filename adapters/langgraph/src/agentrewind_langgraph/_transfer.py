@@ -12,6 +12,7 @@ before anything is written.
 from __future__ import annotations
 
 import base64
+import uuid
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -63,7 +64,9 @@ def dump_thread(saver: Any, thread_id: str) -> dict[str, Any]:
 def load_thread(saver: Any, native: Any, thread_id: str) -> int:
     """Write a dumped thread into `saver`'s store as thread `thread_id`; the checkpoint count.
 
-    Every value is revived first, so a refused type or a damaged payload writes nothing.
+    Every value is revived first, so a refused type or a damaged payload writes nothing. The
+    thread id is then cleared, with its tombstone: a thread deleted there before (`rm`,
+    `--replace`) would otherwise refuse the old checkpoints as late writes of its history.
 
     Raises:
         ThreadImportError: The payload is not a thread this version reads.
@@ -90,6 +93,8 @@ def load_thread(saver: Any, native: Any, thread_id: str) -> int:
         if type(exc).__name__ == "UnsafeCheckpointError":
             raise
         raise ThreadImportError(f"the document's LangGraph thread is damaged: {exc!r}") from None
+    # Copying a thread that does not exist leaves `thread_id` empty, its tombstone cleared.
+    saver.copy_thread(f"agentrewind-import-empty-{uuid.uuid4().hex}", thread_id)
     for ns, cid, parent, checkpoint, metadata, writes in rows:
         conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
         if parent:
