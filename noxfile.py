@@ -109,8 +109,12 @@ def core(session: nox.Session) -> None:
 
 @nox.session
 def langchain(session: nox.Session) -> None:
-    """LangChain adapter tests (langchain-core, langchain, langgraph)."""
-    sync(session, "redis", "langchain", "langgraph", groups=("test", "lint", "test-langchain"))
+    """LangChain adapter tests (langchain-core, langchain, langgraph; SQLite, Redis, PostgreSQL)."""
+    sync(
+        session,
+        *("redis", "postgres", "langchain", "langgraph"),
+        groups=("test", "lint", "test-langchain"),
+    )
     session.run("mypy", "--strict", "adapters/langchain/src", "tests/typing/langchain_script.py")
     session.run("pytest", "tests/langchain", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "langchain")
@@ -134,8 +138,8 @@ def langgraph(session: nox.Session) -> None:
 
 @nox.session
 def llamaindex(session: nox.Session) -> None:
-    """LlamaIndex adapter tests."""
-    sync(session, "redis", "llamaindex", groups=("test", "lint", "test-llamaindex"))
+    """LlamaIndex adapter tests (SQLite, Redis, PostgreSQL)."""
+    sync(session, "redis", "postgres", "llamaindex", groups=("test", "lint", "test-llamaindex"))
     session.run("mypy", "--strict", "adapters/llamaindex/src")
     session.run("pytest", "tests/llamaindex", NAMES_TEST, *WORKERS, *session.posargs)
     docs_blocks(session, "llamaindex")

@@ -28,9 +28,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from agentrewind.adapters import Encryption, make_lease_owner, retire_lease_owner
 
 from ._codec import ListDeltas, PutRow, matches, split_filter
-from ._copy import probe_args, refuse_sealed, sealed, sealed_copy_ops
 from ._defer import HeldWrites, WriteBuffer, may_hold, write_held
 from ._lease import ThreadLeases, claim_for_delete, deleted_error, lease_name
+from ._maintenance import ThreadMaintenance
 from ._open import memory_sqlite, next_version, open_backend, open_store, url_of
 from ._rows import (
     collect_history,
@@ -43,13 +43,15 @@ from ._rows import (
     write_rows,
 )
 from ._serde import AesGcmCipher, SafeSerializer, encrypted
+from ._threads import next_nodes
+from ._writers import WriterMarks
 
 __all__ = ["SaverCore"]
 
 log = logging.getLogger("agentrewind.langgraph")
 
 
-class SaverCore(BaseCheckpointSaver[str]):
+class SaverCore(ThreadMaintenance, BaseCheckpointSaver[str]):
     """Store handling and the sync API of `RewindSaver` (see its docstring for the arguments)."""
 
     def __init__(
@@ -86,6 +88,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._deltas = ListDeltas()
         self.backend: Any = open_backend(store, tombstone_ttl)
         self._leases = ThreadLeases(store, lease_ttl) if lease else None
+        self._writers = None if lease else WriterMarks(store)  # with a lease, the lease marks
         later = weakref.WeakMethod(self._store_held)
         self._buffer = WriteBuffer(defer_writes, later) if defer_writes else None
         self._at_exit = weakref.finalize(self, write_held, self._buffer, self.backend, ttl)
@@ -124,6 +127,8 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _close(self) -> None:
         if self._leases is not None:
             self._leases.close()
+        if self._writers is not None:
+            self._writers.close()
         self.backend.close()
         if self._owns_inner:
             self.store.close()
@@ -280,6 +285,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         if self._leases is not None:
             self._leases.hold(row.thread_id)
             op = self._leases.fenced(row.thread_id, op)
+        elif self._writers is not None:
+            self._writers.mark(row.thread_id, finished=not row.cns and not next_nodes(checkpoint))
         return row, before, op
 
     def _stored(self, row: PutRow, accepted: bool) -> RunnableConfig:
@@ -388,100 +395,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._flush(str(thread_id), forget=True)  # held writes of a deleted thread: dropped
         self._deltas.forget(str(thread_id))
         return self.backend.delete_thread_op(str(thread_id), time.time())
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
-        if run_ids:
-            self._flush()
-            self.backend.execute(self._delete_for_runs_op(run_ids))
-
-    def _delete_for_runs_op(self, run_ids: Sequence[str]) -> Any:
-        self._deltas.forget()
-        return self.backend.delete_for_runs_op(list(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread's whole history (every namespace, value and write) to another id.
-
-        An encrypting saver decrypts each value and seals it again for the new thread (its
-        ciphertexts are bound to their thread); a saver without the key refuses to copy an
-        encrypted thread (`DecryptionError`, nothing copied). See `_copy`.
-        """
-        self._flush(str(source_thread_id))
-        src, dst = str(source_thread_id), str(target_thread_id)
-        if sealed(self):
-            self._deltas.forget(dst)
-            for op in sealed_copy_ops(self, src, dst):
-                self.backend.execute(op)
-            return
-        refuse_sealed(src, self.backend.query(**probe_args(src)))
-        self.backend.execute(self._copy_thread_op(source_thread_id, target_thread_id))
-
-    def _copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Any:
-        op = self.backend.copy_thread_op(
-            str(source_thread_id), str(target_thread_id), time.time(), self.ttl
-        )
-        self._deltas.forget(str(target_thread_id))
-        return op
-
-    def prune(
-        self,
-        thread_ids: Sequence[str] | None = None,
-        *,
-        strategy: str = "keep_latest",
-        keep_last: int | None = None,
-    ) -> None:
-        """Delete old checkpoints.
-
-        Args:
-            thread_ids: Threads to prune; None: every thread of the namespace.
-            strategy: `"keep_latest"` keeps the newest `keep_last` (default 1) checkpoints per
-                namespace, plus the ancestors a `DeltaChannel` needs to rebuild its value;
-                `"delete"` deletes the threads.
-            keep_last: How many checkpoints per namespace `"keep_latest"` keeps.
-
-        Raises:
-            ValueError: Unknown strategy or a negative `keep_last`.
-            RunLockedError: `"delete"` of a thread a leased saver holds; nothing was deleted.
-        """
-        self._flush()
-        ids, strategy, keep = self._prune_args(thread_ids, strategy, keep_last)
-        owner, claimed = self._delete_owner(), []
-        try:
-            for t in ids if strategy == "delete" else ():  # every lease first, or none
-                claim_for_delete(self.store, t, owner, False)
-                claimed.append(t)
-            for op in self._prune_ops(ids, strategy, keep):
-                self.backend.execute(op)
-        finally:
-            for t in claimed:
-                self.store.release_lease(lease_name(t), owner)
-                self._deleted(t, owner)
-            self._deleted("", owner)
-
-    def _prune_args(
-        self, thread_ids: Sequence[str] | None, strategy: str, keep_last: int | None
-    ) -> tuple[builtins.list[str], str, int]:
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        keep = 1 if keep_last is None else keep_last
-        if keep < 0:
-            raise ValueError(f"keep_last must be >= 0, not {keep_last!r}")
-        ids = self.backend.thread_ids() if thread_ids is None else [str(t) for t in thread_ids]
-        return ids, strategy, keep
-
-    def _prune_ops(self, ids: builtins.list[str], strategy: str, keep: int) -> Iterator[Any]:
-        """The operations `prune` runs in order (built lazily: each forgets its deltas)."""
-        if strategy == "delete":
-            for t in ids:
-                yield self._delete_thread_op(t)
-        elif ids:
-            self._deltas.forget()
-            yield self.backend.prune_op(ids, keep)
-
-    def purge_expired(self) -> int:
-        """Delete threads whose TTL ran out (Redis expires them itself); returns how many."""
-        self._flush()
-        return int(self.backend.execute(self.backend.purge_expired_op(time.time())))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A zero-padded counter plus a random suffix: string-sortable and fork-unique.

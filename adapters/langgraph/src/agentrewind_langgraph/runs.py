@@ -14,6 +14,18 @@ from typing import Any
 
 from agentrewind.adapters import RunInfo, RunMetrics, StepRecord, Store
 
+from ._threads import (
+    errors_of,
+    interrupts_of,
+    is_internal,
+    jsonable,
+    next_nodes,
+    thread_status,
+    timestamp,
+    visible,
+    writer_nodes,
+)
+from ._writers import thread_writer
 from .redis import keys as K
 
 __all__ = ["LangGraphRuns", "run_source"]
@@ -108,21 +120,23 @@ class LangGraphRuns:
         thread, created, updated, expires = row
         latest = saver.get_tuple(_conf(thread))
         writes = latest.pending_writes or [] if latest is not None else []
-        paused = any(ch == "__interrupt__" for _, ch, _ in writes)
-        # A node that raised leaves its error as a pending write of the last checkpoint.
-        errors = [value for _, ch, value in writes if ch == "__error__"]
-        status = "paused" if paused else "failed" if errors else "completed"
+        status = thread_status(latest, lambda: thread_writer(saver.store, thread))
         meta: dict[str, Any] = {"source": "langgraph"}
-        if errors:
+        if latest is not None:
+            meta["next"] = next_nodes(latest.checkpoint)
+            if found := interrupts_of(writes):
+                meta["interrupts"] = found
+        if errors := errors_of(writes):
             meta["error"] = {"type": type(errors[0]).__name__, "message": str(errors[0])[:2000]}
         return RunInfo(thread, status, created, updated, expires, RunMetrics(steps=n), meta)
 
     def list_runs(self, store: Store, *, limit: int) -> list[RunInfo]:
         """Threads of the store's namespace, most recently updated first.
 
-        Each carries its checkpoint count (`metrics.steps`) and status (`paused` at an
-        interrupt, `failed` when a node raised (its error in `meta["error"]`), else
-        `completed`).
+        Each carries its checkpoint count (`metrics.steps`) and status: `paused` at an
+        `interrupt()` (its payloads in `meta["interrupts"]`) or a static interrupt, `failed`
+        when a node raised (its error in `meta["error"]`), `crashed` when the process writing
+        it died mid-run, `running` while it writes, else `completed` (see `_writers`).
         """
         if not self.present(store):
             return []
@@ -142,13 +156,19 @@ class LangGraphRuns:
         return None
 
     def load_steps(self, store: Store, run_id: str) -> list[StepRecord] | None:
-        """Every checkpoint of a thread (all namespaces), oldest first, linked by `parent_id`."""
+        """Every checkpoint of a thread (all namespaces), oldest first, linked by `parent_id`.
+
+        Each is named after the nodes whose superstep wrote it (`meta["node"]`), with the
+        nodes due next (`meta["next"]`) and the interrupts it stopped at
+        (`meta["interrupts"]`, their payloads).
+        """
         if not self.present(store):
             return None
         with _saver(store) as saver:
             tuples = list(saver.list({"configurable": {"thread_id": run_id}}))
         if not tuples:
             return None
+        by_id = {t.checkpoint["id"]: t for t in tuples}
         steps = []
         for seq, tup in enumerate(sorted(tuples, key=lambda t: t.checkpoint["id"])):
             conf = tup.config["configurable"]
@@ -156,8 +176,17 @@ class LangGraphRuns:
             parent = (
                 tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
             )
+            before = by_id.get(parent).checkpoint if parent in by_id else None  # type: ignore[union-attr]
+            nodes = writer_nodes(tup.checkpoint, md, before)
             ns = conf["checkpoint_ns"]
-            name = f"{ns + ' ' if ns else ''}step {md.get('step', '?')} ({md.get('source', '?')})"
+            name = f"{ns + ' ' if ns else ''}{', '.join(nodes) or '?'} (step {md.get('step', '?')})"
+            meta: dict[str, Any] = {
+                k: v for k, v in md.items() if isinstance(v, str | int | float | bool)
+            }
+            meta |= {"node": nodes, "next": next_nodes(tup.checkpoint), "checkpoint_ns": ns,
+                     "next_writes": len(tup.pending_writes or [])}  # fmt: skip
+            if found := interrupts_of(tup.pending_writes):
+                meta["interrupts"] = found
             steps.append(
                 StepRecord(
                     run_id=run_id,
@@ -168,19 +197,35 @@ class LangGraphRuns:
                     status="completed",
                     seq=seq,
                     parent_id=parent,
-                    meta={k: v for k, v in md.items() if isinstance(v, str | int | float | bool)}
-                    | {"checkpoint_ns": ns, "next_writes": len(tup.pending_writes or [])},
-                    created_at=_ts(tup.checkpoint.get("ts")),
+                    meta=meta,
+                    created_at=timestamp(tup.checkpoint.get("ts")),
                 )
             )
         return steps
 
-    def output(self, store: Store, run_id: str, step: StepRecord) -> Any:
-        """The channel values at a checkpoint, as JSON data."""
+    def heads(self, store: Store, run_id: str) -> dict[str, str]:
+        """The thread's branches: `main` at its latest checkpoint, `branch-N` at other leaves.
+
+        A leaf other than the latest checkpoint is a fork (`update_state` or a resume from an
+        earlier checkpoint); `branches` lists what `tree` draws.
+        """
+        steps = [s for s in self.load_steps(store, run_id) or [] if not s.meta["checkpoint_ns"]]
+        parents = {s.parent_id for s in steps}
+        leaves = [s for s in steps if s.step_id not in parents]
+        if not leaves:
+            return {}
+        out = {"main": leaves[-1].step_id}
+        out |= {f"branch-{i}": s.step_id for i, s in enumerate(leaves[:-1], 1)}
+        return out
+
+    def output(self, store: Store, run_id: str, step: StepRecord, everything: bool = False) -> Any:
+        """The channel values at a checkpoint as JSON data; internal channels only if asked."""
         ns = str(step.meta.get("checkpoint_ns", ""))
         with _saver(store) as saver:
             tup = saver.get_tuple(_conf(run_id, ns, step.step_id))
-        return None if tup is None else _jsonable(tup.checkpoint.get("channel_values", {}))
+        return (
+            None if tup is None else visible(tup.checkpoint.get("channel_values", {}), everything)
+        )
 
     def delete_run(self, store: Store, run_id: str, *, force: bool = False) -> bool:
         """Delete a thread with all its checkpoints; True if it existed.
@@ -230,6 +275,31 @@ class LangGraphRuns:
                     saver.put_writes(_conf(to, ns, at), writes, task_id)
         return len(chain)
 
+    def export_native(self, store: Store, run_id: str) -> dict[str, Any]:
+        """The thread itself for `export` (`meta["langgraph"]`): see `_transfer`."""
+        from ._transfer import dump_thread
+
+        with _saver(store) as saver:
+            return dump_thread(saver, run_id)
+
+    def import_native(
+        self, store: Store, run_id: str, native: Any, *, replace: bool = False
+    ) -> int:
+        """Write an exported thread into `store` as thread `run_id`; the checkpoint count.
+
+        Raises:
+            FileExistsError: The thread exists and `replace` is false (nothing written).
+            ThreadImportError: The payload is missing or damaged (nothing written).
+        """
+        from ._transfer import load_thread
+
+        if self.get_run(store, run_id) is not None:
+            if not replace:
+                raise FileExistsError(run_id)
+            self.delete_run(store, run_id)
+        with _saver(store) as saver:
+            return load_thread(saver, native, run_id)
+
     def step_detail(self, store: Store, run_id: str, step_id: str) -> dict[str, Any] | None:
         """One checkpoint for the viewer: channel values, pending writes, metadata (JSON data)."""
         with _saver(store) as saver:
@@ -241,45 +311,22 @@ class LangGraphRuns:
                 return {
                     "checkpoint_ns": conf["checkpoint_ns"],
                     "parent_id": parent.get("checkpoint_id"),
-                    "channel_values": _jsonable(tup.checkpoint.get("channel_values", {})),
-                    "channel_versions": _jsonable(tup.checkpoint.get("channel_versions", {})),
+                    "next": next_nodes(tup.checkpoint),
+                    "interrupts": interrupts_of(tup.pending_writes),
+                    "channel_values": visible(tup.checkpoint.get("channel_values", {})),
+                    "internal_channels": {
+                        k: jsonable(v)
+                        for k, v in tup.checkpoint.get("channel_values", {}).items()
+                        if is_internal(str(k))
+                    },
+                    "channel_versions": jsonable(tup.checkpoint.get("channel_versions", {})),
                     "pending_writes": [
-                        {"task_id": task, "channel": channel, "value": _jsonable(value)}
+                        {"task_id": task, "channel": channel, "value": jsonable(value)}
                         for task, channel, value in tup.pending_writes or []
                     ],
-                    "metadata": _jsonable(dict(tup.metadata)),
+                    "metadata": jsonable(dict(tup.metadata)),
                 }
         return None
-
-
-def _ts(text: Any) -> float:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(str(text)).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """Plain JSON data for display: models dumped, unknown objects as their repr."""
-    if depth > 50:
-        return repr(value)
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v, depth + 1) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return _jsonable(dump(), depth + 1)
-        except Exception:
-            pass
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return repr(value)
 
 
 run_source = LangGraphRuns()

@@ -1,15 +1,17 @@
 """The tick journal of a workflow run in the agentrewind store: load, cut, restore, write.
 
 Each tick the control loop reduces becomes one step record (`kind="node"`), keyed
-`llamaindex:tick#<seq>`, whose output holds the encoded tick (the exact `BasicRuntime.journal()`
-encoding, so `BasicRuntime.restore` replays it) plus, when they changed, the committed
-`ctx.store` state, the agent memories and the stream events of the step it ends. One record
-is one atomic store write.
+`llamaindex:tick#<seq>`, whose output holds the encoded tick (the `BasicRuntime.journal()`
+encoding, stored as its JSON value so `show` and `diff` read it; `tick_text` gives back the
+text `BasicRuntime.restore` replays; records written before 0.2 hold the text) plus, when
+they changed, the committed `ctx.store` state, the agent memories and the stream events of
+the step it ends. One record is one atomic store write.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any
 
@@ -33,10 +35,18 @@ from agentrewind.adapters import new_id
 
 from ._serializer import unstorable_error, unstorable_paths
 
-__all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record"]
+__all__ = ["TICK_PREFIX", "Journal", "decode_tick", "describe_tick", "tick_record", "tick_text"]
 
 TICK_PREFIX = "llamaindex:tick#"
 _TERMINAL = (CommandCompleteRun, CommandFailWorkflow, CommandHalt)
+
+
+def tick_text(value: Any) -> str:
+    """The encoded text of a stored tick or event.
+
+    Stored as its JSON value (before 0.2: as the text itself).
+    """
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def decode_tick(serializer: JsonSerializer, data: str) -> WorkflowTick:
@@ -137,7 +147,7 @@ class Journal:
                 break
             kept.append(record)
         cut, finished, settled, published = cls._find_cut(
-            [r.output["tick"] for r in kept], workflow, serializer, base
+            [tick_text(r.output["tick"]) for r in kept], workflow, serializer, base
         )
         if finished:
             cut, settled = 0, set()
@@ -150,11 +160,13 @@ class Journal:
         ]
         for record, loop_events in zip(kept[:cut], published, strict=False):
             out = record.output
-            journal.ticks.append(out["tick"])
+            journal.ticks.append(tick_text(out["tick"]))
             if out.get("state") is not None:
                 journal.state = out["state"]
             journal.memories.update(out.get("memories") or {})
-            journal.events.extend(serializer.deserialize(e) for e in out.get("events") or [])
+            journal.events.extend(
+                serializer.deserialize(tick_text(e)) for e in out.get("events") or []
+            )
             journal.events.extend(loop_events)
         return journal
 

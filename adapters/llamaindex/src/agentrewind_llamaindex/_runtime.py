@@ -13,6 +13,7 @@ holds it is durable.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from workflows import Workflow
@@ -97,7 +98,8 @@ class RunState:
         else:
             self.durable.commit(None, True)
             self.memories.commit(None, True)
-        output: dict[str, Any] = {"tick": self.serializer.serialize(tick)}
+        # JSON values, not JSON text in a string: `show` and `diff` print them as data.
+        output: dict[str, Any] = {"tick": _as_json(self.serializer.serialize(tick))}
         if self.base is not None:
             output["base"], self.base = self.base, None
         if self.durable.changed:
@@ -107,12 +109,24 @@ class RunState:
         if memories:
             output["memories"] = memories
         if events:
-            output["events"] = events
+            output["events"] = [_as_json(e) for e in events]
         record = tick_record(self.run, self.next_tick, describe_tick(tick), output)
         self.next_tick += 1
         await self.run.middleware.store.aput_steps([record], owner=self.run.owner)
         failed = isinstance(tick, TickStepResult) and not step_succeeded(tick)
         self.run.observe(record, "failed" if failed else "executed")  # a span per tick (otel)
+
+
+def _as_json(text: str) -> Any:
+    """An encoded tick or event as its JSON value.
+
+    Text that is not JSON (a pickling serializer's) stays text (`tick_text` reads both).
+    """
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict | list) else text
 
 
 class _InternalAdapter(BaseInternalRunAdapterDecorator):

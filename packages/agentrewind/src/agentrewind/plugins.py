@@ -57,7 +57,14 @@ RUN_SOURCE_OPTIONAL = {
     "(cheap; lets the CLI skip importing a framework)",
     "get_run": "get_run(store, run_id) -> RunInfo | None: one run, `metrics.steps` its true "
     "step count (`metrics`, `export`, `rm`, `fork`)",
-    "output": "output(store, run_id, step) -> JSON data: a step's state (`show`, `diff`, `export`)",
+    "output": "output(store, run_id, step[, everything=False]) -> JSON data: a step's state "
+    "(`show`, `diff`, `export`); with `everything`, the framework's bookkeeping too (`--all`)",
+    "heads": "heads(store, run_id) -> {branch: step_id}: the run's branches (`branches`, "
+    "`tree`, the viewer)",
+    "export_native": "export_native(store, run_id) -> JSON data: the run itself, carried by "
+    "`export` in `meta[name]` so `import` can restore it",
+    "import_native": "import_native(store, run_id, data, *, replace) -> int: restore an "
+    "exported run as this source's run (`import`); without it, `import` refuses such documents",
     "delete_run": "delete_run(store, run_id) -> bool (`rm`, `prune`)",
     "fork_run": "fork_run(store, run_id, at_step_id, to) -> int: steps copied (`fork`)",
 }

@@ -3,21 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..records import RunMetrics
 from .common import dumps, iso, open_store
-from .sources import all_runs, locate
+from .sources import all_runs, hidden, locate
 from .status import RunView, describe
 
 __all__ = ["cmd_metrics", "cmd_runs", "run_json"]
 
 
-def run_json(v: RunView) -> dict[str, Any]:
-    """A listed run as JSON data (times in ISO-8601 UTC)."""
+def refs(runs: list[RunView]) -> dict[int, str]:
+    """What each listed run is named by in every command.
+
+    A run source's run that shares its id with a journal run (a wrapped graph saved by
+    `RewindSaver`) is `<source>:<id>`.
+    """
+    journal = {v.run_id for v in runs if v.source == "agentrewind"}
+    return {
+        id(v): f"{v.source}:{v.run_id}" if v.source != "agentrewind" and v.run_id in journal
+        else v.run_id
+        for v in runs
+    }  # fmt: skip
+
+
+def run_json(v: RunView, ref: str | None = None) -> dict[str, Any]:
+    """A listed run as JSON data (times in ISO-8601 UTC); `ref` what commands take for it."""
     r = v.info
     return {
         "run_id": r.run_id,
+        "ref": ref or r.run_id,
         "source": v.source,
         "kind": v.kind,
         "status": v.status,
@@ -39,6 +55,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         runs = all_runs(store, 1_000_000 if filtered else args.limit)
         url, ns = store.url, store.namespace
+        for note in hidden(store):  # never a silent "no runs" over threads we cannot show
+            print(f"note: {note.sentence()}", file=sys.stderr)
     if args.status:
         runs = [v for v in runs if v.status in args.status]
     if args.kind:
@@ -46,17 +64,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.since is not None:
         runs = [v for v in runs if v.info.updated_at >= args.since]
     runs = runs[: args.limit]
+    names = refs(runs)
     if args.json:
-        print(dumps([run_json(v) for v in runs]))
+        print(dumps([run_json(v, names[id(v)]) for v in runs]))
         return 0
     if not runs:
         print(f"no runs in {url} (namespace {ns})" + (" match the filters" if filtered else ""))
         return 0
-    width = max(36, *(len(v.run_id) for v in runs))
+    width = max(36, *(len(n) for n in names.values()))
     print(f"{'RUN':<{width}} {'KIND':<9} {'STATUS':<9} {'STEPS':>6} {'REPLAYED':>8}  UPDATED (UTC)")
     for v in runs:
         print(
-            f"{v.run_id:<{width}} {v.kind:<9} {v.status:<9} {v.steps:>6} "
+            f"{names[id(v)]:<{width}} {v.kind:<9} {v.status:<9} {v.steps:>6} "
             f"{v.info.metrics.replay_hits:>8}  {iso(v.info.updated_at) or '-'}"
         )
     return 0

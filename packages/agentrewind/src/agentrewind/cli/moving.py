@@ -15,7 +15,8 @@ from typing import Any
 
 from ..documents import DocumentError, RunDocument, emit, export_run, import_run, parse
 from ..documents.document import STEP_FIELDS
-from ..documents.locating import fork, locate, run_steps
+from ..documents.foreign import install_hint, noun
+from ..documents.locating import fork, locate, run_sources, run_steps
 from ..documents.transfer import run_matches
 from .common import CliError, dumps, open_store
 
@@ -29,11 +30,14 @@ def _plain(value: Any) -> Any:
 
 def _source_document(store: Any, run_id: str, args: argparse.Namespace) -> RunDocument:
     where, steps = run_steps(store, run_id)
-    info = where.info
+    info, run_id = where.info, where.run_id  # `langgraph:ID` names the thread ID
     for s in steps:
         if s.output is None and hasattr(where.source, "output"):
             s.output = where.source.output(store, run_id, s)
     last = steps[-1] if steps else None
+    meta: dict[str, Any] = {"source": where.name}
+    if hasattr(where.source, "export_native"):  # the run itself, so `import` gives it back
+        meta[where.name] = where.source.export_native(store, run_id)
     return RunDocument(
         run_id=run_id,
         status="completed"
@@ -50,7 +54,7 @@ def _source_document(store: Any, run_id: str, args: argparse.Namespace) -> RunDo
         remaining_steps=args.remaining or [],
         retry_strategy=args.retry_strategy or "resume",
         executor_hint=args.executor_hint,
-        meta={"source": where.name},
+        meta=meta,
     )
 
 
@@ -91,6 +95,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     target = args.run_id or doc.run_id
+    source = doc.meta.get("source")
+    if isinstance(source, str) and source != "agentrewind":
+        return _import_source_run(args, doc, source, target)
     with open_store(args, write=True) as store:
         same = run_matches(store, target, doc)
         if same is False and not args.replace:
@@ -110,6 +117,39 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"run {target} already present in {url} with the same content (nothing written)")
     else:
         print(f"{outcome} run {target} ({len(doc.steps)} step(s), {doc.status}) into {url}")
+    return 0
+
+
+def _import_source_run(args: argparse.Namespace, doc: RunDocument, name: str, target: str) -> int:
+    """Import a run of a run source (a LangGraph thread) as that kind of run, or refuse.
+
+    Never as a journal run: a thread imported as steps would sit beside the thread under the
+    same id, and the framework could not resume it.
+    """
+    source = next((s for s in run_sources() if getattr(s, "name", None) == name), None)
+    if source is None:
+        hint = install_hint(name)
+        raise CliError(f"{args.file} holds a {noun(name)}, which this installation cannot "
+                       "import" + (f": run `{hint}`" if hint else ""))  # fmt: skip
+    if not hasattr(source, "import_native") or name not in doc.meta:
+        raise CliError(f"{args.file} holds a {name} run without the {name} data to restore it "
+                       "(exported by an older version?); nothing was imported")  # fmt: skip
+    with open_store(args, write=True) as store:
+        # Only a thread of that id is in the way: a journal run of the same id is its linked
+        # twin (a wrapped graph saved by RewindSaver), reached as `ID` beside `NAME:ID`.
+        if source.get_run(store, target) is not None and not args.replace:
+            raise CliError(f"a {noun(name)} {target!r} already exists in {store.url}: import "
+                           "it under another id with --run-id, or pass --replace")  # fmt: skip
+        try:
+            count = source.import_native(store, target, doc.meta[name], replace=args.replace)
+        except ValueError as exc:
+            raise CliError(f"cannot import {args.file}: {exc}") from None
+        url = store.url
+    if args.json:
+        print(dumps({"valid": True, "run_id": target, "steps": count, "outcome": "imported",
+                     "source": name}))  # fmt: skip
+    else:
+        print(f"imported {name} run {target} ({count} checkpoint(s)) into {url}")
     return 0
 
 

@@ -108,6 +108,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     def run_arg(p: argparse.ArgumentParser, help: str = "the run id (as `runs` prints it)") -> None:
         p.add_argument("run", metavar="RUN", help=help)
 
+    def all_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--all", action="store_true", help="also the framework's internal "
+                       "bookkeeping (LangGraph's branch:to:* and __*__ channels)")  # fmt: skip
+
     step_help = "a step: its sequence number or a unique id prefix, as `log` prints them"
     p = command("demo", "offline demo: a run fails and resumes with replay; a timeline "
                 "branches and merges", json=False)  # fmt: skip
@@ -147,11 +151,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("show", "show one step: fields, meta and output")
     run_arg(p)
     p.add_argument("step", metavar="STEP", help=step_help + ", or a branch name")
+    all_arg(p)
     p = command("diff", "compare two states: RUN, RUN@STEP or RUN@BRANCH (or steps with --run)")
     p.add_argument("a", metavar="A", help="the old state: RUN, RUN@STEP, RUN@BRANCH (or STEP "
                    "with --run)")  # fmt: skip
     p.add_argument("b", metavar="B", help="the new state, written like A")
     p.add_argument("--run", metavar="RUN", help="A and B are steps or branches of this run")
+    all_arg(p)
     p.add_argument(
         "--format",
         choices=["text", "json-patch"],

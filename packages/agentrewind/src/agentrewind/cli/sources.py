@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..documents.foreign import Hidden, hidden_runs
 from ..documents.locating import (
     MIN_PREFIX,
     Located,
     find_step,
     labels,
+    linked,
     locate,
     present,
     run_sources,
@@ -28,7 +30,9 @@ __all__ = [
     "Located",
     "all_runs",
     "find_step",
+    "hidden",
     "labels",
+    "linked",
     "locate",
     "run_sources",
     "run_steps",
@@ -58,3 +62,11 @@ def all_runs(store: Store, limit: int) -> list[RunView]:
             warn(source, exc)
     found.sort(key=lambda v: v.info.updated_at, reverse=True)
     return found[:limit]
+
+
+def hidden(store: Store) -> list[Hidden]:
+    """Runs in the store of frameworks whose run source is not installed here (never raises)."""
+    try:
+        return hidden_runs(store, [str(getattr(s, "name", "")) for s in run_sources()])
+    except Exception:  # a note about other runs must never break the listing
+        return []

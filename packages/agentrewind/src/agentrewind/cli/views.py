@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from typing import Any
 
@@ -16,7 +17,7 @@ from ..timeline import HEAD, Timeline
 from ..tree import TreeNode, find_cycle, render_tree
 from . import formats
 from .common import color, dumps, iso, open_store, unicode_ok
-from .sources import Located, find_step, labels, run_steps
+from .sources import Located, find_step, labels, linked, run_steps
 
 __all__ = [
     "cmd_branches",
@@ -25,6 +26,7 @@ __all__ = [
     "cmd_show",
     "cmd_tree",
     "generic_nodes",
+    "linked_note",
     "resume_marker",
     "step_json",
 ]
@@ -60,7 +62,19 @@ def step_json(
 
 
 def _heads(store: Store, where: Located) -> dict[str, str]:
-    return store.get_heads(where.run_id) if where.source is None else {}
+    """Branch name -> head step: a timeline's, or what a run source calls its branches."""
+    if where.source is None:
+        return store.get_heads(where.run_id)
+    heads = getattr(where.source, "heads", None)
+    return dict(heads(store, where.run_id)) if heads is not None else {}
+
+
+def _output(store: Store, where: Located, step: StepRecord, everything: bool) -> Any:
+    """A run source's step output; internal bookkeeping only with `everything` (`--all`)."""
+    fn = where.source.output
+    if "everything" in inspect.signature(fn).parameters:
+        return fn(store, where.run_id, step, everything=everything)
+    return fn(store, where.run_id, step)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -78,6 +92,8 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(dumps([step_json(s, names[s.step_id]) for s in steps]))
         return 0
     print(f"run {args.run} ({where.name}): {len(steps)} step(s)")
+    if twins := linked_note(args, where):
+        print(twins)
     print(f"{'SEQ':>5}  {'STATUS':<9} {'KIND':<10} {'NAME':<40} {'TIME':>11}  ID")
     for s in steps:
         ms = float(s.meta.get("duration", 0.0) or 0.0) * 1000
@@ -89,6 +105,16 @@ def cmd_log(args: argparse.Namespace) -> int:
             f"{names[s.step_id]}"
         )
     return 0
+
+
+def linked_note(args: argparse.Namespace, where: Located) -> str | None:
+    """The line naming the other entry under the same id (a wrapped graph's thread), if any."""
+    with open_store(args) as store:
+        twins = linked(store, where)
+    if not twins:
+        return None
+    what = "its LangGraph thread" if where.source is None else "its journal run"
+    return f"also under this id: {what}, `{twins[0]}` (agentrewind log {twins[0]})"
 
 
 def resume_marker(step: StepRecord) -> str | None:
@@ -112,7 +138,10 @@ def generic_nodes(steps: list[StepRecord], heads: dict[str, str]) -> list[TreeNo
             refs.setdefault(head, []).append(branch)
     status = {"completed": "active", "failed": "failed", "started": "rolled_back"}
     ids = {s.step_id for s in steps}
-    linked = any(s.parent_id in ids for s in steps)
+    # Checkpoints (a LangGraph thread's) form a tree by their parents; a journal's records
+    # are drawn in execution order even where some carry parents (a LlamaIndex run's calls
+    # chain to each other, its ticks do not: by parents, the ticks would sink below them).
+    linked = all(s.kind == "checkpoint" for s in steps) and any(s.parent_id in ids for s in steps)
     if linked:  # a crafted or damaged store: no tree to draw (it would show nothing)
         cycle = find_cycle({s.step_id: [s.parent_id] if s.parent_id else [] for s in steps})
         if cycle is not None:
@@ -178,11 +207,9 @@ def cmd_branches(args: argparse.Namespace) -> int:
     """`agentrewind branches RUN`: a timeline's branches and their heads."""
     with open_store(args) as store:
         where, steps = run_steps(store, args.run)
-        branches = (
-            Timeline(args.run, store=store, events=False).list_branches()
-            if where.source is None
-            else []
-        )
+        if where.source is not None:
+            return _source_branches(args, steps, _heads(store, where))
+        branches = Timeline(args.run, store=store, events=False).list_branches()
     short = labels(steps)
     if args.json:
         print(dumps([b.to_dict() | {"ref": short.get(b.head or "")} for b in branches]))
@@ -197,13 +224,44 @@ def cmd_branches(args: argparse.Namespace) -> int:
     return 0
 
 
+def _source_branches(
+    args: argparse.Namespace, steps: list[StepRecord], heads: dict[str, str]
+) -> int:
+    """`branches` of a run source's run: the heads it names (the leaves `tree` draws)."""
+    short, by_id = labels(steps), {s.step_id: s for s in steps}
+
+    def depth(step_id: str) -> int:
+        n, seen, cur = 0, set(), by_id.get(step_id)
+        while cur is not None and cur.step_id not in seen:
+            seen.add(cur.step_id)
+            n, cur = n + 1, by_id.get(cur.parent_id or "")
+        return n
+
+    rows = [
+        {"name": name, "head": head, "ref": short.get(head), "is_current": name == "main",
+         "checkpoint_count": depth(head)}
+        for name, head in heads.items()
+    ]  # fmt: skip
+    if args.json:
+        print(dumps(rows))
+        return 0
+    if not rows:
+        print(f"run {args.run} has no branches")
+    for r in rows:
+        mark = "*" if r["is_current"] else " "
+        print(
+            f"{mark} {r['name']:<24} {r['ref'] or '-':<16} {r['checkpoint_count']:>5} checkpoint(s)"
+        )
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """`agentrewind show RUN STEP`: one step with its output and meta."""
     with open_store(args) as store:
         where, steps = run_steps(store, args.run)
         step = find_step(steps, args.step, _heads(store, where))
         if where.source is not None and step.output is None and hasattr(where.source, "output"):
-            step.output = where.source.output(store, args.run, step)
+            step.output = _output(store, where, step, bool(getattr(args, "all", False)))
     inputs = inputs_of(step, steps, namespace=store.namespace)
     data = step_json(step, labels(steps)[step.step_id], output=True, inputs=inputs)
     if args.json:
@@ -221,7 +279,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[str, Any, Any]:
+def _resolve_state(
+    store: Store, spec: str, default_run: str | None, everything: bool = False
+) -> tuple[str, Any, Any]:
     run_id, _, ref = spec.rpartition("@") if "@" in spec else (spec, "", "")
     if default_run is not None and "@" not in spec:
         run_id, ref = default_run, spec
@@ -238,7 +298,7 @@ def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[st
             raise RunNotFoundError(f"run {run_id!r} has no completed step to compare")
         step = done[-1]
     if where.source is not None and step.output is None and hasattr(where.source, "output"):
-        step.output = where.source.output(store, run_id, step)
+        step.output = _output(store, where, step, everything)
     inputs = inputs_of(step, steps, namespace=store.namespace)
     return f"{run_id}@{labels(steps)[step.step_id]}", step.output, inputs
 
@@ -246,8 +306,9 @@ def _resolve_state(store: Store, spec: str, default_run: str | None) -> tuple[st
 def cmd_diff(args: argparse.Namespace) -> int:
     """`agentrewind diff A B`: what changed between two states."""
     with open_store(args) as store:
-        name_a, a, inputs_a = _resolve_state(store, args.a, args.run)
-        name_b, b, inputs_b = _resolve_state(store, args.b, args.run)
+        everything = bool(getattr(args, "all", False))
+        name_a, a, inputs_a = _resolve_state(store, args.a, args.run, everything)
+        name_b, b, inputs_b = _resolve_state(store, args.b, args.run, everything)
     if args.format == "json-patch":
         print(dumps(formats.json_patch(a, b)))
         return 0

@@ -20,15 +20,18 @@ from ..serde.encryption import Encryption
 from ..stores import Store
 from ..tree import MIN_PREFIX, short_ids
 from .document import DOC_KIND, DocumentError
+from .foreign import hidden_source_of, noun
 from .transfer import fork_run
 
 __all__ = [
     "MIN_PREFIX",
     "Forked",
     "Located",
+    "crashed_source_runs",
     "find_step",
     "fork",
     "labels",
+    "linked",
     "locate",
     "present",
     "run_sources",
@@ -56,6 +59,19 @@ def present(source: Any, store: Store) -> bool:
     return True if check is None else bool(check(store))
 
 
+def crashed_source_runs(store: Store, limit: int) -> list[RunInfo]:
+    """Runs of the run sources whose status is `crashed` (each `meta["source"]` its source)."""
+    found: list[RunInfo] = []
+    for source in run_sources():
+        try:
+            if present(source, store):
+                runs = source.list_runs(store, limit=1_000_000)
+                found += [r for r in runs if r.status == "crashed"][:limit]
+        except Exception as exc:
+            warn(source, exc)
+    return found
+
+
 class Located:
     """A run found in the store (`source` None) or in a run source."""
 
@@ -70,8 +86,25 @@ class Located:
         return "agentrewind" if self.source is None else str(self.source.name)
 
 
+def _source_run(store: Store, source: Any, run_id: str) -> RunInfo | None:
+    try:
+        if not present(source, store):
+            return None
+        if hasattr(source, "get_run"):
+            return source.get_run(store, run_id)  # type: ignore[no-any-return]
+        # an older run source: a run exists when it has steps
+        return (source.load_steps(store, run_id) and RunInfo(run_id, "completed", 0, 0)) or None
+    except Exception as exc:
+        warn(source, exc)
+        return None
+
+
 def locate(store: Store, run_id: str) -> Located:
     """The run `run_id` of the store, else of a run source.
+
+    `<source>:<id>` (`langgraph:order-42`) names the source's run `id` even where a journal
+    run has the same id (a graph wrapped by `Middleware.wrap` and saved by `RewindSaver`
+    under one thread id: two linked entries, see `linked`).
 
     Raises:
         RunNotFoundError: Neither knows the run.
@@ -79,20 +112,37 @@ def locate(store: Store, run_id: str) -> Located:
     info = store.get_run(run_id)
     if info is not None:
         return Located(run_id, info)
-    for source in run_sources():
-        try:
-            if not present(source, store):
-                continue
-            if hasattr(source, "get_run"):
-                found = source.get_run(store, run_id)
-            else:  # an older run source: a run exists when it has steps
-                found = source.load_steps(store, run_id) and RunInfo(run_id, "completed", 0, 0)
-        except Exception as exc:
-            warn(source, exc)
-            continue
+    sources = run_sources()
+    for source in sources:
+        found = _source_run(store, source, run_id)
         if found:
             return Located(run_id, found, source)
+    prefix, _, rest = run_id.partition(":")
+    for source in sources:
+        if rest and getattr(source, "name", None) == prefix:
+            found = _source_run(store, source, rest)
+            if found:
+                return Located(rest, found, source)
+    names = [str(getattr(s, "name", "")) for s in sources]
+    foreign = hidden_source_of(store, run_id, names)
+    if foreign is not None:
+        raise RunNotFoundError(
+            f"{run_id!r} is a {noun(foreign.source)} in {store.url} (namespace "
+            f"{store.namespace}) that this installation cannot read: run `{foreign.install}`"
+        )
     raise RunNotFoundError(f"no run {run_id!r} in {store.url} (namespace {store.namespace})")
+
+
+def linked(store: Store, where: Located) -> list[str]:
+    """The other entries under the same id, as every command names them.
+
+    A journal run's twin thread is `langgraph:<id>`; a thread's twin journal run is `<id>`.
+    """
+    if where.source is not None:
+        return [where.run_id] if store.get_run(where.run_id) is not None else []
+    return [
+        f"{s.name}:{where.run_id}" for s in run_sources() if _source_run(store, s, where.run_id)
+    ]
 
 
 def run_steps(store: Store, run_id: str) -> tuple[Located, list[StepRecord]]:
@@ -104,7 +154,7 @@ def run_steps(store: Store, run_id: str) -> tuple[Located, list[StepRecord]]:
     where = locate(store, run_id)
     if where.source is None:
         return where, [s for s in store.load_steps(run_id) if s.kind != DOC_KIND]
-    return where, list(where.source.load_steps(store, run_id) or [])
+    return where, list(where.source.load_steps(store, where.run_id) or [])
 
 
 def labels(steps: list[StepRecord]) -> dict[str, str]:
@@ -183,5 +233,5 @@ def fork(
             exists = None
         if exists is not None:
             raise DocumentError(f"run {to!r} already exists in {store.url}")
-        copied = int(where.source.fork_run(store, run_id, point.step_id, to))
+        copied = int(where.source.fork_run(store, where.run_id, point.step_id, to))
     return Forked(to, run_id, point, copied, where.name)

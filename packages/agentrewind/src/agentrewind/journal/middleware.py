@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
-from ..documents.locating import Forked, fork
+from ..documents.locating import Forked, crashed_source_runs, fork
 from ..errors import AdapterNotFoundError
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
@@ -309,12 +309,16 @@ class Middleware(Durable):
         """Runs whose owner died mid-run (status `crashed`), most recently updated first.
 
         A service calls this at start-up and resumes each one (`middleware.run(info.run_id)`).
+        Framework-native runs of installed run sources are included: a LangGraph thread whose
+        process died mid-run, `meta["source"] == "langgraph"`, resumes by invoking its graph
+        with the same `thread_id` and `None` as input.
         """
-        return self.store.crashed_runs(limit=limit)
+        runs = self.store.crashed_runs(limit=limit) + crashed_source_runs(self.store, limit)
+        return sorted(runs, key=lambda r: r.updated_at, reverse=True)[:limit]
 
     async def acrashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
         """Async twin of `crashed_runs`."""
-        return await self.store.acrashed_runs(limit=limit)
+        return await asyncio.to_thread(self.crashed_runs, limit=limit)
 
     def close(self) -> None:
         """Close the store if this middleware opened it from a URL."""

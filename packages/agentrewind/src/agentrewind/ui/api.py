@@ -12,6 +12,7 @@ from typing import Any
 
 from ..cli import sources as _sources
 from ..cli import views as _views
+from ..cli.listing import refs
 from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
@@ -70,12 +71,17 @@ def store_info(store: Store) -> dict[str, Any]:
         "url": safe_url(store.url),
         "namespace": store.namespace,
         "sources": [getattr(s, "name", type(s).__name__) for s in run_sources()],
+        # Runs of frameworks whose adapter is not installed here: how many, what to install.
+        "hidden": [
+            {"source": h.source, "count": h.count, "install": h.install, "text": h.sentence()}
+            for h in _sources.hidden(store)
+        ],
     }
 
 
 def _status(store: Store, info: RunInfo, source: str) -> str:
-    if source != "agentrewind":
-        return "completed"
+    if source != "agentrewind":  # the source's own word (a LangGraph thread: paused, crashed...)
+        return info.status if info.status != source else "completed"
     if info.status == "running":
         # A store that can tell whether the lease is still held says `crashed` for a run whose
         # owner is gone; the others can only say `running`.
@@ -105,27 +111,29 @@ def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None
         "failures": m.failures,
         "created_at": info.created_at,
         "updated_at": info.updated_at,
+        # A framework's own words on where the run stands (LangGraph: the node raising, the
+        # interrupt payloads, the nodes due next).
+        "framework": {k: info.meta[k] for k in ("error", "interrupts", "next") if k in info.meta},
     }
 
 
 def list_runs(store: Store, limit: int = 500) -> list[dict[str, Any]]:
     """Every run of the store and of the run sources, most recently updated first."""
     out = []
-    for source, info in all_runs(store, limit):
-        row = _run_json(store, source, info)
+    views = _sources.all_runs(store, limit)
+    names = refs(views)
+    for v in views:
+        source, info = v.source, v.info
+        row = _run_json(store, source, info) | {"ref": names[id(v)]}
         if row["kind"] in (TIMELINE, LANGGRAPH) and not row["steps"]:
-            row["steps"] = len(run_steps(store, info.run_id)[1])  # checkpoints are not calls
+            row["steps"] = len(run_steps(store, row["ref"])[1])  # checkpoints are not calls
         out.append(row)
     return out
 
 
 def _find(store: Store, run_id: str) -> tuple[str, RunInfo, list[StepRecord]]:
-    source, steps = run_steps(store, run_id)
-    if source == "agentrewind":
-        info = store.get_run(run_id)
-    else:  # the source's own listing knows the thread's times
-        listed = [r for src, r in all_runs(store, 10_000) if src == source and r.run_id == run_id]
-        info = listed[0] if listed else None
+    where, steps = _sources.run_steps(store, run_id)
+    source, info, run_id = where.name, where.info, where.run_id
     if info is None:
         when = [s.created_at for s in steps] or [0.0]
         info = RunInfo(run_id, "completed", min(when), max(when))
@@ -191,6 +199,17 @@ def _waterfall(steps: list[StepRecord], metrics: RunMetrics) -> dict[str, Any]:
     return {"rows": rows, "counts": counts}
 
 
+def _heads(store: Store, source: str, run_id: str) -> dict[str, str]:
+    """Branch heads: a timeline's, or those a run source names (the leaves of a thread)."""
+    if source == "agentrewind":
+        return store.get_heads(run_id)
+    for plugin in run_sources():
+        heads = getattr(plugin, "heads", None)
+        if getattr(plugin, "name", None) == source and callable(heads):
+            return dict(heads(store, run_id))
+    return {}
+
+
 def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     """A run and its calls as a waterfall (each row links to its step by id).
 
@@ -199,7 +218,7 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
     """
     source, info, steps = _find(store, run_id)
     run = _run_json(store, source, info, steps=None)
-    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    heads = _heads(store, source, info.run_id)
     return {
         "run": run,
         "heads": heads,
@@ -215,7 +234,8 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
     Raises:
         RunNotFoundError: The run or the step does not exist.
     """
-    source, _, steps = _find(store, run_id)
+    source, info, steps = _find(store, run_id)
+    run_id = info.run_id  # `langgraph:ID` names the thread ID
     # What the CLI prints names a step here too: a sequence number or a short id.
     step = find_step(steps, step_id)
     inputs = inputs_of(step, steps, namespace=store.namespace)
@@ -230,8 +250,9 @@ def step_detail(store: Store, run_id: str, step_id: str) -> dict[str, Any]:
 
 def graph(store: Store, run_id: str) -> dict[str, Any]:
     """The run's steps as a graph: nodes with parent links, merges, branch heads."""
-    source, _, steps = _find(store, run_id)
-    heads = store.get_heads(run_id) if source == "agentrewind" else {}
+    source, info, steps = _find(store, run_id)
+    run_id = info.run_id
+    heads = _heads(store, source, run_id)
     timeline = source == "agentrewind" and any(s.kind == "checkpoint" for s in steps)
     if timeline:
         tl = Timeline(run_id, store=store, events=False)

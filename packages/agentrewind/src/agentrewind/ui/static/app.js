@@ -94,7 +94,7 @@ async function runsPage(token, query) {
   if (token !== routeToken) return;
   const q = h("input", { type: "search", placeholder: "search run id", value: query.get("q") || "", "data-testid": "search" });
   const status = h("select", { "data-testid": "status-filter" }, h("option", { value: "" }, "any status"),
-    ["queued", "running", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
+    ["queued", "running", "paused", "completed", "failed", "crashed", "cancelled", "active"].map((x) => h("option", { value: x }, x)));
   const kind = h("select", { "data-testid": "kind-filter" }, h("option", { value: "" }, "any kind"),
     ["journal", "timeline", "langgraph"].map((x) => h("option", { value: x }, x)));
   status.value = query.get("status") || ""; kind.value = query.get("kind") || "";
@@ -105,8 +105,8 @@ async function runsPage(token, query) {
     const rows = runs.filter((r) => (!want || r.run_id.toLowerCase().includes(want))
       && (!status.value || r.status === status.value) && (!kind.value || r.kind === kind.value));
     body.replaceChildren(...rows.map((r) => h("tr", { class: "clickable", "data-run": r.run_id,
-      onclick: (e) => { if (!e.target.closest("a")) navigate(runHref(r.run_id)); } },
-      h("td", {}, link(runHref(r.run_id), r.run_id)), h("td", {}, badge(r.status)), h("td", {}, r.kind),
+      onclick: (e) => { if (!e.target.closest("a")) navigate(runHref(r.ref || r.run_id)); } },
+      h("td", {}, link(runHref(r.ref || r.run_id), r.ref || r.run_id)), h("td", {}, badge(r.status)), h("td", {}, r.kind),
       h("td", { class: "num" }, r.steps), h("td", { class: "num" }, r.replay_hits),
       h("td", { class: "num" }, r.tokens_saved), h("td", { class: "num" }, secs(r.seconds_saved)),
       h("td", {}, when(r.updated_at)))));
@@ -176,6 +176,13 @@ async function runPage(token, runId, stepId) {
       h("b", {}, "This run's process died mid-run. "), "Finished calls replay when it resumes: run the same code with run id ",
       h("code", {}, run.run_id), " (", h("code", {}, `with middleware.run("${run.run_id}"):`), "); a registered workflow is resumed by ",
       h("code", {}, "agentrewind worker MODULE:middleware"), " or ", h("code", {}, `agentrewind resume ${run.run_id} --app MODULE:middleware`), "."));
+  }
+  const fw = run.framework || {};
+  if (fw.error || fw.interrupts || (fw.next && fw.next.length)) { // the framework's own words
+    nodes.push(h("div", { "data-testid": "framework" },
+      fw.error ? h("div", { class: "error" }, `${fw.error.type}: ${fw.error.message}`) : null,
+      (fw.interrupts || []).map((i) => h("div", {}, "interrupt: ", h("code", {}, JSON.stringify(i.value)))),
+      fw.next && fw.next.length ? h("div", { class: "muted" }, `next: ${fw.next.join(", ")}`) : null));
   }
   if (data.waterfall.rows.length) nodes.push(...waterfall(run, data.waterfall), callsChart(data.waterfall.rows));
   else nodes.push(h("p", { class: "muted" }, "No calls recorded yet."));
@@ -408,5 +415,8 @@ document.addEventListener("click", (e) => {
 window.addEventListener("popstate", route);
 getJSON("/api/store").then((st) => {
   document.getElementById("store").textContent = `${st.url} · namespace ${st.namespace}`;
+  for (const hidden of st.hidden || []) { // runs whose framework's adapter is not installed here
+    document.querySelector("header").appendChild(h("div", { class: "error", "data-testid": "hidden-runs" }, hidden.text));
+  }
 }).catch(() => {});
 route();

@@ -1,0 +1,158 @@
+"""Writer marks: which live process is writing a LangGraph thread, so a dead one reads `crashed`.
+
+A LangGraph thread stopped mid-run looks the same in the store whether its process was killed
+or it stopped at a static interrupt (`interrupt_before`): a checkpoint with nodes still to run
+and nothing after it. What differs is the writer: a saver marks each thread it writes (once
+per thread, at its first checkpoint, from a background thread) under the store's lease table
+as `langgraph-writer:<thread_id>`, owned by `host:pid:token`; it removes a mark when the
+thread's graph finishes, and every mark when it closes or its interpreter exits. An
+unfinished thread then reads
+
+- `running` while its mark names a live process (or a `lease=True` saver holds its lease),
+- `crashed` when the mark names a process that is gone (on this host: at once; on another host
+  once the mark expires, `MARK_TTL` after the writer's last checkpoint),
+- `paused` when there is no mark (the saver stopped on purpose, as at a static interrupt).
+
+A mark is not a lock: a second saver writing the thread meanwhile leaves the first one's mark
+in place. With `lease=True` the thread's lease is the mark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+import weakref
+from typing import Any
+
+from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, retire_lease_owner
+
+from ._lease import lease_name
+
+__all__ = ["MARK_TTL", "WriterMarks", "mark_name", "thread_writer", "writer_of"]
+
+MARK_TTL = 3600.0
+"""Seconds a mark lasts after the checkpoint that last renewed it (renewed at most each half)."""
+
+
+def mark_name(thread_id: str) -> str:
+    """The mark's name in the store's lease table."""
+    return f"langgraph-writer:{thread_id}"
+
+
+def writer_of(store: Store, name: str) -> str:
+    """Who holds lease or mark `name` unexpired ('' when nobody): a read, nothing is taken.
+
+    Reads the store's lease record directly (the CLI opens stores read-only); a store
+    without a known layout is asked through `renew_lease` for an owner that holds nothing,
+    which never writes and reports the holder.
+    """
+    now = time.time()
+    row: Any = None
+    if store.scheme == "sqlite":
+        with store.db.read() as conn:  # type: ignore[attr-defined]
+            row = conn.execute(_SQLITE_LEASE, (store.namespace, name)).fetchone()
+    elif store.scheme == "postgresql":
+        row = store.db.fetchone(store.sql("GET_LEASE"), (store.namespace, name))  # type: ignore[attr-defined]
+        now = float(row[2]) if row is not None else now  # the server's clock
+    elif store.scheme == "redis":
+        key = store._keys(name).lease  # type: ignore[attr-defined]
+        with store.translate_errors():  # type: ignore[attr-defined]
+            owner = store.client.get(key)  # type: ignore[attr-defined]
+        return owner.decode() if isinstance(owner, bytes) else str(owner or "")
+    else:
+        return str(store.renew_lease(name, "agentrewind-probe", 1.0)[1])
+    return str(row[0]) if row is not None and float(row[1]) > now else ""
+
+
+_SQLITE_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id = ?"
+
+
+class WriterMarks:
+    """The marks one saver holds, by thread id; released by `close` or at interpreter exit.
+
+    Marks are written and removed by a background thread, off the checkpoint's path (a
+    thread's first checkpoint costs no extra store round trip); a process killed within
+    milliseconds of a thread's first checkpoint may leave it unmarked (`paused`).
+
+    Args:
+        store: The store whose lease table holds the marks.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.owner = make_lease_owner()
+        self._marked: dict[str, float] = {}  # thread id -> monotonic time of the last mark
+        self._lock = threading.Lock()
+        self._todo: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._at_exit = weakref.finalize(self, _release, store, self.owner, self._marked)
+
+    def mark(self, thread_id: str, finished: bool = False) -> None:
+        """Note a checkpoint of `thread_id` by this process.
+
+        The thread is marked at its first checkpoint (and again each half `MARK_TTL`); a
+        checkpoint with nothing left to run (`finished`) removes the mark, so only threads
+        in flight hold one. Never fails the checkpoint: a store that cannot take the mark
+        leaves the thread unmarked (it reads `paused`, not `crashed`, if this process dies).
+        """
+        now = time.monotonic()
+        with self._lock:
+            last = self._marked.get(thread_id)
+            if finished:
+                if last is None:
+                    return
+                del self._marked[thread_id]
+                op = "release"
+            elif last is not None and now - last < MARK_TTL / 2:
+                return
+            else:
+                self._marked[thread_id] = now
+                op = "mark"
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._work, name="agentrewind-lg-marks", daemon=True
+                )
+                self._worker.start()
+        self._todo.put((op, thread_id))
+
+    def _work(self) -> None:
+        while (item := self._todo.get()) is not None:
+            op, thread_id = item
+            try:
+                if op == "mark":
+                    self.store.acquire_lease(mark_name(thread_id), self.owner, MARK_TTL)
+                else:
+                    self.store.release_lease(mark_name(thread_id), self.owner)
+            except Exception:
+                if op == "mark":
+                    with self._lock:
+                        self._marked.pop(thread_id, None)
+
+    def close(self) -> None:
+        """Remove every mark of this saver: its threads stopped on purpose."""
+        if self._worker is not None:
+            self._todo.put(None)
+            self._worker.join(timeout=5.0)
+        self._at_exit()
+
+
+def _release(store: Store, owner: str, marked: dict[str, float]) -> None:
+    threads = list(marked)
+    marked.clear()
+    try:
+        for thread_id in threads:
+            with contextlib.suppress(Exception):
+                store.release_lease(mark_name(thread_id), owner)
+    finally:
+        retire_lease_owner(owner)
+
+
+def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
+    """`(holder, live)` of the thread's lease, else of its writer mark; `('', False)`: none."""
+    for name in (lease_name(thread_id), mark_name(thread_id)):
+        holder = writer_of(store, name)
+        if holder:
+            return holder, not lease_owner_is_dead(holder)
+    return "", False
