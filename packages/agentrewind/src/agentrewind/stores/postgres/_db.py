@@ -206,8 +206,11 @@ class PostgresDatabase:
         With TCP keepalives and a TCP user timeout (the deadline) unless the URL sets them:
         a server that froze or vanished mid-transaction is noticed by the kernel too, not
         only by the deadline's watchdog, and a dead idle connection is dropped by the pool.
+        And with `connect_timeout`: a pool's background connect to a server that does not
+        answer ends, instead of holding its task (and a loop's shutdown) for ever.
         """
-        return {"autocommit": True, "prepare_threshold": self.prepare_threshold} | self._tcp
+        wait = {"connect_timeout": max(2, round(self.connect_timeout))}
+        return {"autocommit": True, "prepare_threshold": self.prepare_threshold} | wait | self._tcp
 
     def direct_kwargs(self, left: float | None = None) -> dict[str, Any]:
         """A connection opened outside a pool (the first check, or beside a starved pool).
