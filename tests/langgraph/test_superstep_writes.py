@@ -25,6 +25,9 @@ NODES = 10
 PULL = "~__pregel_pull, n0"  # the path of a task LangGraph runs for a triggered node
 
 
+MARKS_THREAD = "agentrewind-lg-marks"  # the saver's writer marks (`_writers`)
+
+
 @contextmanager
 def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
     """Count the saver's store writes: commits, Redis requests or Postgres transactions."""
@@ -32,6 +35,8 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
     lock = threading.Lock()
 
     def bump(*_: Any) -> None:
+        if threading.current_thread().name == MARKS_THREAD:
+            return  # the writer marks: off the checkpoint's path (see `_writers`)
         with lock:
             n[0] += 1
 

@@ -269,10 +269,14 @@ class SaverCore(ThreadMaintenance, BaseCheckpointSaver[str]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
+        *,
+        mark: bool = True,
     ) -> tuple[PutRow, builtins.list[HeldWrites], Any]:
         """The checkpoint's row, held writes to store before it, and its operation.
 
         The writes held for the parent checkpoint go in the checkpoint's own operation.
+        `mark`: note this process as the thread's writer (the sync API: the marks' thread
+        writes it; the async API starts no thread and marks nothing).
         """
         row = put_row(self.serde, self._deltas, config, checkpoint, metadata, new_versions)
         before: builtins.list[HeldWrites] = []
@@ -285,7 +289,7 @@ class SaverCore(ThreadMaintenance, BaseCheckpointSaver[str]):
         if self._leases is not None:
             self._leases.hold(row.thread_id)
             op = self._leases.fenced(row.thread_id, op)
-        elif self._writers is not None:
+        elif self._writers is not None and mark:
             self._writers.mark(row.thread_id, finished=not row.cns and not next_nodes(checkpoint))
         return row, before, op
 

@@ -178,7 +178,7 @@ class RewindSaver(SaverCore):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of `put` (committed by the writer thread, grouped with other writes)."""
-        row, before, op = self._put_op(config, checkpoint, metadata, new_versions)
+        row, before, op = self._put_op(config, checkpoint, metadata, new_versions, mark=False)
         for held in before:
             self._writes_stored(await self.backend.aexecute(self._held_op(held)), held.thread_id)
         return self._stored(row, await self.backend.aexecute(op))

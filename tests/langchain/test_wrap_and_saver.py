@@ -1,0 +1,81 @@
+"""`middleware.wrap(graph)` and `RewindSaver` under one id: two linked entries every command
+reaches (here, where both the LangChain adapter and the LangGraph saver are installed)."""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+import agentrewind
+from agentrewind_langgraph import RewindSaver
+from cli_support import batch
+from redis_support import cleanup_redis
+
+
+class State(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def _cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+def saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    namespace = f"lg-{uuid.uuid4().hex[:10]}"
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+    elif request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        yield f"{url}?namespace={namespace}"
+        cleanup_redis(url, namespace)
+    else:
+        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
+
+
+def test_a_wrapped_graph_and_its_thread_are_two_linked_entries(saver_url: str) -> None:
+    url = saver_url
+
+    @agentrewind.step("fetch")
+    def fetch(order: str) -> str:
+        return f"rows of {order}"
+
+    b = StateGraph(State)
+    b.add_node("a", lambda s: {"items": [fetch("42")]})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    mw = agentrewind.Middleware(url)
+    try:
+        with RewindSaver(url) as saver:
+            graph = mw.wrap(b.compile(checkpointer=saver))
+            assert graph.invoke({"items": []}, _cfg("order-42"))["items"] == ["rows of 42"]
+    finally:
+        mw.close()
+    runs, log_j, log_t, show_t, export_t, rm_t, after = batch(
+        ["runs", "--json", "--store", url],
+        ["log", "order-42", "--store", url],
+        ["log", "langgraph:order-42", "--json", "--store", url],
+        ["show", "langgraph:order-42", "2", "--json", "--store", url],
+        ["export", "langgraph:order-42", "--store", url],
+        ["rm", "langgraph:order-42", "--yes", "--store", url],
+        ["runs", "--json", "--store", url],
+    )
+    listed = {(r["ref"], r["kind"]) for r in runs.ok().json()}  # type: ignore[union-attr]
+    assert listed == {("order-42", "journal"), ("langgraph:order-42", "langgraph")}
+    assert "its LangGraph thread, `langgraph:order-42`" in log_j.ok().out
+    assert "fetch" in log_j.out  # the journal's call
+    steps = log_t.ok().json()
+    assert isinstance(steps, list) and [s["meta"]["node"] for s in steps][-1] == ["a"]
+    assert show_t.ok().json()["output"] == {"items": ["rows of 42"]}  # type: ignore[index]
+    doc = export_t.ok().json()
+    assert isinstance(doc, dict) and doc["meta"]["source"] == "langgraph"
+    assert doc["run_id"] == "order-42" and len(doc["steps"]) == len(steps)
+    rm_t.ok()
+    left = [(r["ref"], r["kind"]) for r in after.ok().json()]  # type: ignore[union-attr]
+    assert left == [("order-42", "journal")]
