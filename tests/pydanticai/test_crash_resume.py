@@ -45,6 +45,7 @@ def test_killed_in_second_tool_resumes_paying_nothing_twice(durable_url, side, t
         warnings.simplefilter("always")
         resumed = run_here(scenario, durable_url, "job-1", str(side.path))
     # what was in flight (the tool; a delegating tool around it too) may pay twice: said
+    seen = [w for w in seen if w.category is not ResourceWarning]  # another object's GC
     assert {w.category for w in seen} == {agentrewind.RerunWarning}, seen
     assert any(f"tool:{tool}" in str(w.message) for w in seen), seen
     after = side.lines()[len(before) :]
