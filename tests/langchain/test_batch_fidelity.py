@@ -4,6 +4,8 @@ one run per item, and a rerun replays each item's calls from its own run."""
 
 from __future__ import annotations
 
+import uuid
+import warnings
 from typing import Any
 from unittest import mock
 
@@ -159,3 +161,24 @@ def test_a_batched_chain_journals_each_item_in_its_run_and_replays_it(durable_ur
     for i, run_id in enumerate(wrapped.last_run_ids):
         steps = [s for s in mw.store.load_steps(run_id) if s.kind == "llm"]
         assert len(steps) == 1, (i, steps)
+
+
+@pytest.mark.parametrize("async_api", [False, True])
+async def test_one_run_id_for_a_batch_warns_as_unwrapped(durable_url: str, async_api: bool) -> None:
+    """A shared config naming a `run_id` for several items: LangChain warns that it names the
+    first item only; the wrapper passes one config per item on, so it warns in its place."""
+    config: RunnableConfig = {"run_id": uuid.uuid4()}
+    wrapped = Middleware(durable_url).wrap(RunnableLambda(lambda x: x + 1))
+    for runnable in (RunnableLambda(lambda x: x + 1), wrapped):
+        with pytest.warns(RuntimeWarning, match="first element of the batch"):
+            out = (
+                await runnable.abatch([1, 2], config)
+                if async_api
+                else runnable.batch([1, 2], config)
+            )
+        assert out == [2, 3]
+    assert len(set(wrapped.last_run_ids)) == 2
+    with warnings.catch_warnings():  # one item, or one config per item: no warning
+        warnings.simplefilter("error")
+        assert wrapped.batch([1], config) == [2]
+        assert wrapped.batch([1, 2], [{"run_id": uuid.uuid4()}, {"run_id": uuid.uuid4()}]) == [2, 3]
