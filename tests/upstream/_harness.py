@@ -214,27 +214,30 @@ def node_id(test: str, root: Path) -> str:
 
 
 def recheck(
-    diff: Comparison, rerun: Callable[[list[str], int], SuiteRun], root: Path, times: int = 3
+    diff: Comparison, rerun: Callable[[list[str], int], SuiteRun], root: Path, times: int = 5
 ) -> None:
-    """Run the unexplained wrapped-only failures unwrapped `times` more times.
+    """Run the unexplained wrapped-only failures unwrapped up to `times` more times.
 
     A test that fails unwrapped in any of them is nondeterministic upstream (its wrapped
     failure says nothing about the wrapper): it moves to `diff.flaky`, printed apart with its
-    counts. `rerun(node ids, attempt)` runs those tests unwrapped. A rerun that does not
-    finish moves nothing.
+    counts. Reruns stop once every such test has failed unwrapped. `rerun(node ids, attempt)`
+    runs those tests unwrapped. A rerun that does not finish moves nothing.
     """
     if not diff.unexplained:
         return
-    ids = {test: node_id(test, root) for test in diff.unexplained}
+    ids = [node_id(test, root) for test in diff.unexplained]
     failures = dict.fromkeys(diff.unexplained, 0)
+    runs = 0
     for attempt in range(times):
-        run = rerun(sorted(set(ids.values())), attempt)
+        run = rerun(sorted(set(ids)), attempt)
         if run.fatal:
             return
+        runs += 1
         for test in failures:
-            state = next((s for t, (s, _) in run.tests.items() if t == test), "missing")
-            failures[test] += state == "failed"
-    diff.flaky = [(test, n, times) for test, n in failures.items() if n]
+            failures[test] += run.tests.get(test, ("missing", ""))[0] == "failed"
+        if all(failures.values()):
+            break
+    diff.flaky = [(test, n, runs) for test, n in failures.items() if n]
     diff.unexplained = [test for test, n in failures.items() if not n]
 
 
