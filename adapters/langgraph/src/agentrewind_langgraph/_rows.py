@@ -144,14 +144,18 @@ def put_row(
 def write_rows(
     serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
 ) -> list[WriteRow]:
-    """Serialize the pending writes of one task (special channels get their fixed index)."""
-    rows = []
+    """Serialize the pending writes of one task (special channels get their fixed index).
+
+    A special channel written twice in one call (two interrupts of one node) keeps the last
+    write, as a second call's would replace the first: one row per index, so no store sees
+    one key twice in a statement (PostgreSQL refuses an upsert that would).
+    """
+    rows: dict[int, WriteRow] = {}
     for idx, (channel, value) in enumerate(writes):
         typ, data = serde.dumps_typed(value)
-        rows.append(
-            WriteRow(task_id, WRITES_IDX_MAP.get(channel, idx), task_path, channel, typ, data)
-        )
-    return rows
+        key = WRITES_IDX_MAP.get(channel, idx)
+        rows[key] = WriteRow(task_id, key, task_path, channel, typ, data)
+    return list(rows.values())
 
 
 def find_seeds(
