@@ -1,5 +1,5 @@
 """Sessions: lint, core, langchain, langgraph, llamaindex, pydantic-ai, reliability, ui, package,
-docs, bench, upstream (langchain, llamaindex, pydantic-ai).
+docs, bench, upstream (langchain, langgraph, llamaindex, pydantic-ai).
 
 Each session syncs its own environment from the committed uv.lock with only the extras it
 tests, so the core is proven to work with no LLM framework installed and each adapter with
@@ -295,19 +295,48 @@ def upstream_pydantic_ai(session: nox.Session) -> None:
     session.run("python", "tests/upstream/pydantic_ai_upstream.py", *session.posargs)
 
 
+UPSTREAM_LANGGRAPH_TEST_DEPS = (
+    "pip",  # downloads the sdist the tests ship in
+    "pytest-mock",
+    "syrupy>=4",
+    "pytest-repeat",
+    "pycryptodome",  # the conftest's AES saver (imported, not run)
+    "httpx",
+)
+
+
+@nox.session(name="upstream-langgraph", tags=["upstream"], default=False)
+def upstream_langgraph(session: nox.Session) -> None:
+    """LangGraph's engine tests with RewindSaver as their checkpointer (not default).
+
+    Prints the tests that fail with RewindSaver (SQLite, Redis, Redis Cluster, PostgreSQL)
+    but pass with InMemorySaver; arguments after `--` go to
+    tests/upstream/langgraph_upstream.py.
+    """
+    sync(session, "redis", "postgres", "langgraph", groups=("test", "test-langgraph"))
+    # the test dependencies must not move the locked frameworks under test
+    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
+    constraints = Path(session.create_tmp()) / "locked.txt"
+    pins = [
+        line
+        for line in str(locked).splitlines()
+        if line.startswith(("langchain-core==", "langgraph"))
+    ]
+    constraints.write_text("\n".join(pins))
+    session.install("-c", str(constraints), *UPSTREAM_LANGGRAPH_TEST_DEPS)
+    session.run("python", "tests/upstream/langgraph_upstream.py", *session.posargs)
+
+
 @nox.session(name="upstream-llamaindex", tags=["upstream"], default=False)
 def upstream_llamaindex(session: nox.Session) -> None:
-    """The frameworks' own test suites against wrapped objects (not in the default run).
+    """llama-index-workflows' own tests with every workflow wrapped (not in the default run).
 
-    Prints the tests that fail wrapped but pass unwrapped, on SQLite and Redis.
-    Pass options to the helpers after `--` (e.g. `-- --tests <workflows-py>/packages/
-    llama-index-workflows/tests`).
+    Prints the tests that fail wrapped (SQLite, Redis) but pass unwrapped. The tests come from
+    the installed version's sdist, else a pinned older sdist (see
+    tests/upstream/llamaindex_upstream.py), else `-- --tests <workflows-py>/packages/
+    llama-index-workflows/tests`.
     """
     sync(session, "redis", "llamaindex", groups=("test", "test-llamaindex"))
-    session.install("time-machine<3")  # imported by llama-index-workflows' runtime tests
-    llamaindex_upstream(session)
-
-
-def llamaindex_upstream(session: nox.Session) -> None:
-    """llama-index-workflows' suite with every workflow wrapped (tests/upstream)."""
+    # pip fetches the sdists; time-machine is imported by the suite's runtime tests
+    session.install("pip", "time-machine<3")
     session.run("python", "tests/upstream/llamaindex_upstream.py", *session.posargs)

@@ -10,8 +10,6 @@ PostgreSQL tests get a scratch database (`postgres_url`, see tests/postgres_supp
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +28,7 @@ from redis_support import (
     _redis_up,
     cleanup_redis,
     redis_binaries,
-    redis_cli_path,
+    start_redis_cluster,
 )
 
 # The tests' Redis servers persist nothing on purpose (fast, disposable): silence the
@@ -111,58 +109,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_cluster(redis_server_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A 3-master Redis Cluster on free loopback ports, started for this test session."""
-    redis_cli = redis_cli_path()
-    base = tmp_path_factory.mktemp("cluster")
-    nodes: list[RedisServer] = []
+    url, nodes = start_redis_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        for i in range(3):
-            for attempt in range(5):  # a random port can be taken between probe and bind
-                try:
-                    nodes.append(RedisServer(base / f"n{i}-{attempt}", cluster=True))
-                    break
-                except RuntimeError:
-                    if attempt == 4:
-                        raise
-        create = [
-            redis_cli,
-            "--cluster",
-            "create",
-            *[f"127.0.0.1:{n.port}" for n in nodes],
-            "--cluster-replicas",
-            "0",
-            "--cluster-yes",
-        ]
-        for attempt in range(3):  # a loaded machine can make a node answer late
-            done = subprocess.run(create, capture_output=True, text=True, timeout=60, check=False)
-            if done.returncode == 0:
-                break
-            if attempt == 2:
-                raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout}{done.stderr}")
-            time.sleep(1.0)
-        # Every node must agree before tests start: a node that has not converged answers
-        # MOVED/CLUSTERDOWN, and the client then rebuilds its node map mid-test.
-        deadline = time.monotonic() + 30
-        while True:
-            infos = [
-                subprocess.run(
-                    [redis_cli, "-p", str(n.port), "cluster", "info"],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                ).stdout
-                for n in nodes
-            ]
-            if all(
-                "cluster_state:ok" in i
-                and "cluster_slots_ok:16384" in i
-                and "cluster_known_nodes:3" in i
-                for i in infos
-            ):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cluster did not become ready: {infos}")
-            time.sleep(0.1)
-        yield f"redis://127.0.0.1:{nodes[0].port}/0"
+        yield url
     finally:
         for n in nodes:
             n.kill()

@@ -199,3 +199,78 @@ def own_redis_url() -> str:
     atexit.register(server.kill)  # atexit is LIFO: the server stops before its dir goes
     os.environ["AGENTREWIND_TEST_REDIS"] = server.url  # child processes use the same one
     return server.url
+
+
+def start_redis_cluster(base: Path) -> tuple[str, list[RedisServer]]:
+    """A 3-master Redis Cluster on free loopback ports (data under `base`): its URL and nodes.
+
+    The caller kills the nodes; on failure they are killed here.
+    """
+    redis_cli = redis_cli_path()
+    nodes: list[RedisServer] = []
+    try:
+        for i in range(3):
+            for attempt in range(5):  # a random port can be taken between probe and bind
+                try:
+                    nodes.append(RedisServer(base / f"n{i}-{attempt}", cluster=True))
+                    break
+                except RuntimeError:
+                    if attempt == 4:
+                        raise
+        create = [
+            redis_cli,
+            "--cluster",
+            "create",
+            *[f"127.0.0.1:{n.port}" for n in nodes],
+            "--cluster-replicas",
+            "0",
+            "--cluster-yes",
+        ]
+        for attempt in range(3):  # a loaded machine can make a node answer late
+            done = subprocess.run(create, capture_output=True, text=True, timeout=60, check=False)
+            if done.returncode == 0:
+                break
+            if attempt == 2:
+                raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout}{done.stderr}")
+            time.sleep(1.0)
+        # Every node must agree before tests start: a node that has not converged answers
+        # MOVED/CLUSTERDOWN, and the client then rebuilds its node map mid-test.
+        deadline = time.monotonic() + 30
+        while True:
+            infos = [
+                subprocess.run(
+                    [redis_cli, "-p", str(n.port), "cluster", "info"],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout
+                for n in nodes
+            ]
+            if all(
+                "cluster_state:ok" in i
+                and "cluster_slots_ok:16384" in i
+                and "cluster_known_nodes:3" in i
+                for i in infos
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster did not become ready: {infos}")
+            time.sleep(0.1)
+    except BaseException:
+        for n in nodes:
+            n.kill()
+        raise
+    return f"redis://127.0.0.1:{nodes[0].port}/0", nodes
+
+
+def own_redis_cluster_url() -> str:
+    """For scripts: a 3-master Redis Cluster of our own, killed when the process exits."""
+    import atexit
+    import tempfile
+
+    directory = tempfile.TemporaryDirectory(prefix="agentrewind-cluster-")
+    atexit.register(directory.cleanup)
+    url, nodes = start_redis_cluster(Path(directory.name))
+    for node in nodes:
+        atexit.register(node.kill)
+    return url

@@ -114,3 +114,42 @@ def test_compare_counts_wrapped_only_failures(tmp_path: Path) -> None:
 def test_only_exit_statuses_0_and_1_are_complete_runs(tmp_path: Path, status: int) -> None:
     assert not harness.SuiteRun(status, {}, tmp_path / "l", tmp_path / "j").fatal
     assert harness.SuiteRun(5, {}, tmp_path / "l", tmp_path / "j").fatal
+
+
+def test_recheck_sets_apart_only_tests_that_fail_unwrapped_when_run_again(tmp_path: Path) -> None:
+    """A wrapped-only failure that fails unwrapped on a rerun is the suite's own flake; one
+    that keeps passing unwrapped stays a wrapped-only failure. Reruns use pytest node ids."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "test_it.py").write_text(
+        "from pathlib import Path\n\n"
+        "class TestC:\n"
+        "    def test_flaky(self):  # fails on its second run\n"
+        "        marker = Path(__file__).with_name('ran')\n"
+        "        n = int(marker.read_text()) if marker.exists() else 0\n"
+        "        marker.write_text(str(n + 1))\n"
+        "        assert n != 1\n\n"
+        "def test_steady():\n    pass\n"
+    )
+    ran: list[list[str]] = []
+
+    def rerun(ids: list[str], attempt: int) -> object:
+        ran.append(ids)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        return harness.run_pytest(
+            [*ids, "-q", "-p", "no:cacheprovider"],
+            cwd=tmp_path,
+            env=env,
+            junit=tmp_path / f"re{attempt}.xml",
+            timeout=60,
+            python=sys.executable,
+        )
+
+    (tmp_path / "pkg" / "ran").write_text("0")  # its unwrapped run: passed
+    flaky, steady = "pkg.test_it.TestC::test_flaky", "pkg.test_it::test_steady"
+    assert harness.node_id(flaky, tmp_path) == "pkg/test_it.py::TestC::test_flaky"
+    assert harness.node_id(steady, tmp_path) == "pkg/test_it.py::test_steady"
+    diff = harness.Comparison([flaky, steady], [])
+    harness.recheck(diff, rerun, tmp_path, times=3)
+    assert diff.flaky == [(flaky, 1, 3)]  # failed on the second rerun only
+    assert diff.unexplained == [steady]
+    assert len(ran) == 3 and ran[0] == sorted(harness.node_id(t, tmp_path) for t in (flaky, steady))

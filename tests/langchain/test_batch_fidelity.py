@@ -4,13 +4,17 @@ one run per item, and a rerun replays each item's calls from its own run."""
 
 from __future__ import annotations
 
+import uuid
+import warnings
 from typing import Any
 from unittest import mock
 
 import pytest
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableGenerator, RunnableLambda
+from langchain_core.tracers.base import BaseTracer
+from langchain_core.tracers.schemas import Run
 
 from agentrewind_langchain import Middleware
 from agentrewind_langchain.testing import ScriptedChatModel
@@ -159,3 +163,55 @@ def test_a_batched_chain_journals_each_item_in_its_run_and_replays_it(durable_ur
     for i, run_id in enumerate(wrapped.last_run_ids):
         steps = [s for s in mw.store.load_steps(run_id) if s.kind == "llm"]
         assert len(steps) == 1, (i, steps)
+
+
+class Roots(BaseTracer):
+    """The root runs a batch starts (each with its children)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.roots: list[Run] = []
+
+    def _persist_run(self, run: Run) -> None:
+        self.roots.append(run)
+
+
+@pytest.mark.parametrize("async_api", [False, True])
+async def test_one_run_id_for_a_batch_names_the_first_item_and_warns_as_unwrapped(
+    durable_url: str, async_api: bool
+) -> None:
+    """A shared config naming a `run_id` for several items: LangChain warns that it names the
+    first item only, and each item's callback tree has its own root. The wrapper passes one
+    config per item on, so it warns in LangChain's place and gives the id to the first only."""
+    inner = RunnableLambda(len)
+
+    async def agen(_: Any) -> Any:
+        yield await inner.ainvoke("a")
+        yield await inner.ainvoke("aa")
+
+    def gen(_: Any) -> Any:
+        yield inner.invoke("a")
+        yield inner.invoke("aa")
+
+    run_id = uuid.uuid4()
+    wrapped = Middleware(durable_url).wrap(RunnableGenerator(agen if async_api else gen))
+    for runnable in (RunnableGenerator(agen if async_api else gen), wrapped):
+        tracer = Roots()
+        config: RunnableConfig = {"run_id": run_id, "callbacks": [tracer]}
+        with pytest.warns(RuntimeWarning, match="first element of the batch"):
+            out = (
+                await runnable.abatch([None, None], config)
+                if async_api
+                else runnable.batch([None, None], config)
+            )
+        assert out == [3, 3]
+        assert len(tracer.roots) == 2  # one callback tree per item
+        assert [len(root.child_runs) for root in tracer.roots] == [2, 2]
+        assert run_id in {root.id for root in tracer.roots}
+        assert tracer.roots[0].id != tracer.roots[1].id
+    assert len(set(wrapped.last_run_ids)) == 2
+    with warnings.catch_warnings():  # one item, or one config per item: no warning
+        warnings.simplefilter("error")
+        single = Middleware(durable_url).wrap(RunnableLambda(lambda x: x + 1))
+        assert single.batch([1], {"run_id": uuid.uuid4()}) == [2]
+        assert single.batch([1, 2], [{"run_id": uuid.uuid4()}, {"run_id": uuid.uuid4()}]) == [2, 3]

@@ -20,8 +20,10 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import tarfile
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -30,9 +32,17 @@ __all__ = [
     "compare",
     "fatal_trace",
     "known_cause",
+    "node_id",
     "outcomes",
+    "print_diff",
+    "pytest_env",
+    "recheck",
+    "report",
     "run_pytest",
+    "sdist",
 ]
+
+HERE = Path(__file__).resolve().parent
 
 OURS = re.compile(r"agentrewind")
 """A failure whose text matches this holds our code (paths, module names, error types)."""
@@ -167,6 +177,8 @@ class Comparison:
 
     unexplained: list[str]
     explained: list[tuple[str, KnownCause]]
+    flaky: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    """(test, unwrapped failures, reruns): failed unwrapped too when run again (`recheck`)."""
 
     @property
     def total(self) -> int:
@@ -190,5 +202,115 @@ def compare(plain: SuiteRun, wrapped: SuiteRun, known: Sequence[KnownCause]) -> 
     return result
 
 
+def node_id(test: str, root: Path) -> str:
+    """pytest's node id (`tests/test_x.py::Class::test[p]`) of a junit test id, run in `root`."""
+    classname, _, name = test.partition("::")
+    parts = classname.split(".")
+    for i in range(len(parts), 0, -1):
+        path = Path(*parts[:i]).with_suffix(".py")
+        if (root / path).is_file():
+            return "::".join([path.as_posix(), *parts[i:], name])
+    return test
+
+
+def recheck(
+    diff: Comparison, rerun: Callable[[list[str], int], SuiteRun], root: Path, times: int = 5
+) -> None:
+    """Run the unexplained wrapped-only failures unwrapped up to `times` more times.
+
+    A test that fails unwrapped in any of them is nondeterministic upstream (its wrapped
+    failure says nothing about the wrapper): it moves to `diff.flaky`, printed apart with its
+    counts. Reruns stop once every such test has failed unwrapped. `rerun(node ids, attempt)`
+    runs those tests unwrapped. A rerun that does not finish moves nothing.
+    """
+    if not diff.unexplained:
+        return
+    ids = [node_id(test, root) for test in diff.unexplained]
+    failures = dict.fromkeys(diff.unexplained, 0)
+    runs = 0
+    for attempt in range(times):
+        run = rerun(sorted(set(ids)), attempt)
+        if run.fatal:
+            return
+        runs += 1
+        for test in failures:
+            failures[test] += run.tests.get(test, ("missing", ""))[0] == "failed"
+        if all(failures.values()):
+            break
+    diff.flaky = [(test, n, runs) for test, n in failures.items() if n]
+    diff.unexplained = [test for test, n in failures.items() if not n]
+
+
 def first_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0][:200]
+
+
+def sdist(dist: str, version: str, workdir: Path, sha256: str | None = None) -> Path | None:
+    """The unpacked sdist of `dist==version` from the package index (downloaded once).
+
+    With `sha256` the archive must have that hash (pip's `--require-hashes`). None when the
+    index has no sdist of that version (or pip cannot reach it). Only `dist` is taken as
+    source: the tools that build its metadata come as wheels.
+    """
+    stem = f"{dist.replace('-', '_')}-{version}"
+    root = workdir / stem
+    if root.is_dir():
+        return root
+    archive = workdir / f"{stem}.tar.gz"
+    if not archive.exists():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", dist]
+        if sha256 is None:
+            cmd.append(f"{dist}=={version}")
+        else:
+            pins = workdir / f"{stem}.requirements.txt"
+            pins.write_text(f"{dist}=={version} --hash=sha256:{sha256}\n")
+            cmd += ["--require-hashes", "-r", str(pins)]
+        done = subprocess.run([*cmd, "--quiet", "-d", str(workdir)], capture_output=True, text=True)
+        if done.returncode != 0 or not archive.exists():
+            return None
+    with tarfile.open(archive) as tar:
+        tar.extractall(workdir, filter="data")
+    return root if root.is_dir() else None
+
+
+def pytest_env(**extra: str) -> dict[str, str]:
+    """The environment of a child pytest: tests/upstream (plugins) and tests/ on the path,
+    no provider keys, no tracing, no store chosen (`AGENTREWIND_UPSTREAM_STORE` unset)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH")])
+        ),
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
+    }
+    for key in [k for k in env if k.endswith("_API_KEY")]:
+        env.pop(key)  # no test may reach a provider
+    env.pop("AGENTREWIND_UPSTREAM_STORE", None)
+    env.update(extra)
+    return env
+
+
+def report(name: str, run: SuiteRun) -> bool:
+    """Print a fatal run's trace; True when the run is usable."""
+    if not run.fatal:
+        return True
+    print(f"!! {name}: FATAL, {run.describe()} after {len(run.tests)} tests; log: {run.log}")
+    print("   " + fatal_trace(run.log).replace("\n", "\n   "))
+    return False
+
+
+def print_diff(label: str, diff: Comparison, wrapped: SuiteRun) -> None:
+    """One line per store, then each wrapped-only failure with its first error line."""
+    print(
+        f"-- {label}: {diff.total} fail wrapped but pass unwrapped "
+        f"({len(diff.explained)} of them of a known cause); log: {wrapped.log}"
+    )
+    for test in diff.unexplained:
+        print(f"   {test}\n      {first_line(wrapped.tests.get(test, ('', 'not run'))[1])}")
+    for test, cause in diff.explained:
+        print(f"   {test}\n      known cause: {cause.why} (shown by {cause.shown_by})")
+    if diff.flaky:
+        print(f"   and {len(diff.flaky)} that also fail unwrapped when run again (not counted):")
+    for test, failed, times in diff.flaky:
+        print(f"   {test}\n      failed unwrapped in {failed} of {times} reruns")

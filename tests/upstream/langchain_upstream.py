@@ -18,21 +18,28 @@ Redis is `$AGENTREWIND_TEST_REDIS`, else a redis-server of our own.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
-import os
-import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: redis_support
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/upstream: _harness
-from _harness import KnownCause, SuiteRun, compare, fatal_trace, first_line, run_pytest
+from _harness import (
+    KnownCause,
+    SuiteRun,
+    compare,
+    print_diff,
+    pytest_env,
+    recheck,
+    report,
+    run_pytest,
+    sdist,
+)
 
 from redis_support import own_redis_url
 
-HERE = Path(__file__).resolve().parent
 SUITES = {  # name: (distribution, test directory inside its sdist)
     "runnables": ("langchain-core", "tests/unit_tests/runnables"),
     "agents": ("langchain", "tests/unit_tests/agents"),
@@ -41,60 +48,20 @@ KNOWN: list[KnownCause] = []  # none: every difference found so far was ours (se
 TIMEOUT = 3600.0  # seconds for one pytest run of a suite
 
 
-def sdist(dist: str, workdir: Path) -> Path:
-    """The unpacked sdist of the installed version of `dist` (downloaded once)."""
-    version = importlib.metadata.version(dist)
-    name = dist.replace("-", "_")
-    root = workdir / f"{name}-{version}"
-    if root.is_dir():
-        return root
-    archive = workdir / f"{name}-{version}.tar.gz"
-    if not archive.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--quiet",
-                f"{dist}=={version}",
-                "-d",
-                str(workdir),
-            ],
-            check=True,
-        )
-    with tarfile.open(archive) as tar:
-        tar.extractall(workdir, filter="data")
-    return root
-
-
-def run_suite(root: Path, tests: str, junit: Path, store: str | None, extra: list[str]) -> SuiteRun:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
-        ),
-        "LANGSMITH_TRACING": "false",
-        "LANGCHAIN_TRACING_V2": "false",
-    }
-    env.pop("AGENTREWIND_UPSTREAM_STORE", None)
-    args = [tests, "-q", "-p", "no:cacheprovider", *extra]
+def run_suite(
+    root: Path, tests: list[str], junit: Path, store: str | None, extra: list[str]
+) -> SuiteRun:
+    env = pytest_env()
+    args = [*tests, "-q", "-p", "no:cacheprovider", *extra]
     if store is not None:
         env["AGENTREWIND_UPSTREAM_STORE"] = store
         args += ["-p", "langchain_upstream_plugin"]
     return run_pytest(args, cwd=root, env=env, junit=junit, timeout=TIMEOUT, python=sys.executable)
 
 
-def report(name: str, run: SuiteRun) -> bool:
-    """Print a fatal run's trace; True when the run is usable."""
-    if not run.fatal:
-        return True
-    print(f"!! {name}: FATAL, {run.describe()} after {len(run.tests)} tests; log: {run.log}")
-    print("   " + fatal_trace(run.log).replace("\n", "\n   "))
-    return False
+def rerun_plain(root: Path, prefix: Path, extra: list[str], ids: list[str], n: int) -> SuiteRun:
+    """Run tests `ids` unwrapped again (the n-th time), for `recheck`."""
+    return run_suite(root, ids, prefix.with_name(f"{prefix.name}{n}.xml"), None, extra)
 
 
 def main() -> int:
@@ -109,8 +76,16 @@ def main() -> int:
     unexplained = fatal = 0
     for suite in args.suites.split(","):
         dist, tests = SUITES[suite]
-        root = sdist(dist, args.workdir)
-        plain = run_suite(root, tests, args.workdir / f"{suite}-plain.xml", None, args.pytest_args)
+        version = importlib.metadata.version(dist)
+        found = sdist(dist, version, args.workdir)
+        if found is None:
+            print(f"!! no sdist of {dist} {version} on the package index: not run")
+            fatal += 1
+            continue
+        root = found
+        plain = run_suite(
+            root, [tests], args.workdir / f"{suite}-plain.xml", None, args.pytest_args
+        )
         if not report(f"{dist} {tests} unwrapped", plain):
             fatal += 1
             continue
@@ -121,20 +96,15 @@ def main() -> int:
                 f"sqlite:///{args.workdir / f'{suite}-journal.db'}" if store == "sqlite" else redis
             )
             junit = args.workdir / f"{suite}-{store}.xml"
-            wrapped = run_suite(root, tests, junit, url, args.pytest_args)
+            wrapped = run_suite(root, [tests], junit, url, args.pytest_args)
             if not report(f"{suite} wrapped on {store}", wrapped):
                 fatal += 1
                 continue
             diff = compare(plain, wrapped, KNOWN)
+            prefix = args.workdir / f"{suite}-plain-recheck"
+            recheck(diff, functools.partial(rerun_plain, root, prefix, args.pytest_args), root)
             unexplained += len(diff.unexplained)
-            print(
-                f"-- {store}: {diff.total} fail wrapped but pass unwrapped "
-                f"({len(diff.explained)} of them of a known cause); log: {wrapped.log}"
-            )
-            for test in diff.unexplained:
-                print(f"   {test}\n      {first_line(wrapped.tests.get(test, ('', 'not run'))[1])}")
-            for test, cause in diff.explained:
-                print(f"   {test}\n      known cause: {cause.why} (shown by {cause.shown_by})")
+            print_diff(store, diff, wrapped)
     print(f"\n{unexplained} wrapped-only failures without a known cause, {fatal} fatal runs")
     return 1 if unexplained or fatal else 0
 

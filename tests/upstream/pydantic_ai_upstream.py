@@ -29,14 +29,21 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
-import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/upstream: _harness
-from _harness import KnownCause, SuiteRun, compare, fatal_trace, first_line, run_pytest
+from _harness import (
+    KnownCause,
+    SuiteRun,
+    compare,
+    first_line,
+    pytest_env,
+    report,
+    run_pytest,
+    sdist,
+)
 
 HERE = Path(__file__).resolve().parent
 # The agent tests and the tests of the surface durable engines build on (toolsets,
@@ -90,21 +97,12 @@ def sdist_tests(workdir: Path) -> Path | None:
     """The `tests` folder of the installed version's sdists, if one ships it."""
     version = importlib.metadata.version("pydantic-ai-slim")
     for dist in ("pydantic-ai-slim", "pydantic-ai"):
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-        done = subprocess.run(
-            [*cmd, "--quiet", f"{dist}=={version}", "-d", str(workdir)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
+        root = sdist(dist, version, workdir)
+        if root is None:
             print(f"   no sdist of {dist}=={version} on the package index")
-            continue
-        for archive in workdir.glob(f"{dist.replace('-', '_')}-{version}.tar.gz"):
-            with tarfile.open(archive) as tar:
-                tar.extractall(workdir, filter="data")
-            found = sorted(workdir.glob(f"{archive.name[: -len('.tar.gz')]}/tests/conftest.py"))
-            if found:
-                return found[0].parent
+        elif (root / "tests" / "conftest.py").exists():
+            return root / "tests"
+        else:
             print(f"   the sdist of {dist}=={version} ships no tests")
     return None
 
@@ -121,19 +119,9 @@ def find_tests(explicit: str | None, workdir: Path) -> Path | None:
 def run_suite(
     tests: Path, files: list[str], junit: Path, wrapped: bool, extra: list[str]
 ) -> SuiteRun:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
-        ),
-        "LOGFIRE_SEND_TO_LOGFIRE": "false",
-        # The suite's detector of blocking calls in the event loop (upstream enables it on one
-        # CI lane only): it flags the journal's SQLite writes from async code, by design.
-        "BLOCKBUSTER_ENABLED": "false",
-    }
-    for key in [k for k in env if k.endswith("_API_KEY")]:
-        env.pop(key)  # no test may reach a provider
-    env.pop("AGENTREWIND_UPSTREAM_STORE", None)
+    # BLOCKBUSTER: the suite's detector of blocking calls in the event loop (upstream enables
+    # it on one CI lane only): it flags the journal's SQLite writes from async code, by design.
+    env = pytest_env(LOGFIRE_SEND_TO_LOGFIRE="false", BLOCKBUSTER_ENABLED="false")
     args = [*(f"tests/{f}" for f in files), *PYTEST_ARGS, *extra]
     args += [f"--deselect={test}" for test in DESELECTED]
     if wrapped:
@@ -142,15 +130,6 @@ def run_suite(
     return run_pytest(
         args, cwd=tests.parent, env=env, junit=junit, timeout=TIMEOUT, python=sys.executable
     )
-
-
-def report(name: str, run: SuiteRun) -> bool:
-    """Print a fatal run's trace; True when the run is usable."""
-    if not run.fatal:
-        return True
-    print(f"!! {name}: FATAL, {run.describe()} after {len(run.tests)} tests; log: {run.log}")
-    print("   " + fatal_trace(run.log).replace("\n", "\n   "))
-    return False
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import logging
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -487,6 +488,14 @@ def _item_configs(
                 f"but got {len(config)} configs for {n} inputs"
             )
         return [RunnableConfig(**c) for c in config], False
+    if n > 1 and config and config.get("run_id") is not None:
+        # LangChain's own warning (get_config_list): the wrapped runnable gets one config
+        # per item from us, so it would not warn itself.
+        warnings.warn(
+            "Provided run_id be used only for the first element of the batch.",
+            category=RuntimeWarning,
+            stacklevel=4,
+        )
     return [RunnableConfig(**(config or {})) for _ in range(n)], True
 
 

@@ -6,7 +6,7 @@ import copy
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.base import RunnableBindingBase
@@ -353,7 +353,12 @@ class RewindRunnable(Runnable[Any, Any]):
             inner = inner.bound
         if getattr(type(inner), method) is not getattr(Runnable, method):
             return None
-        return _batches.Each(inner, get_config_list(configs, n), kwargs)
+        full = get_config_list(configs, n)
+        if not isinstance(config, Sequence):  # one config for all: its run_id names the
+            # first item's run only, as in LangChain's get_config_list (not every item's)
+            full[1:] = [cast(RunnableConfig, {k: v for k, v in c.items() if k != "run_id"})
+                        for c in full[1:]]  # fmt: skip
+        return _batches.Each(inner, full, kwargs)
 
     def batch(
         self,

@@ -207,8 +207,11 @@ def write_rows(
     """Serialize the pending writes of one task (special channels get their fixed index).
 
     `config` names the checkpoint they belong to (an encrypting serde seals them there).
+    A special channel written twice in one call (two interrupts of one node) keeps the last
+    write, as a second call's would replace the first: one row per index, so no store sees
+    one key twice in a statement (PostgreSQL refuses an upsert that would).
     """
-    rows = []
+    rows: dict[int, WriteRow] = {}
     conf = config["configurable"]
     sealed = _encrypting(serde)
     record = write_record(conf.get("checkpoint_ns", ""), conf.get("checkpoint_id") or "", task_id)
@@ -218,10 +221,9 @@ def write_rows(
                 typ, data = serde.dumps_typed(value)
         else:
             typ, data = serde.dumps_typed(value)
-        rows.append(
-            WriteRow(task_id, WRITES_IDX_MAP.get(channel, idx), task_path, channel, typ, data)
-        )
-    return rows
+        key = WRITES_IDX_MAP.get(channel, idx)
+        rows[key] = WriteRow(task_id, key, task_path, channel, typ, data)
+    return list(rows.values())
 
 
 def find_seeds(

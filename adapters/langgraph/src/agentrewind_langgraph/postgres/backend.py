@@ -11,6 +11,7 @@ several statements (prune, delete for runs, purge) are flows run as one transact
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class PostgresBackend(PostgresReads):
         self._sql: dict[str, Any] = {}
         self._touched: dict[str, float] = {}
         self._known_runs: set[tuple[str, str]] = set()
+        self._writing: set[asyncio.Task[Any]] = set()
         self.migrate()
 
     def sql(self, name: str) -> Any:
@@ -91,10 +93,33 @@ class PostgresBackend(PostgresReads):
         return self.store.drive(op())  # type: ignore[no-any-return]
 
     async def aexecute(self, op: Op[T]) -> T:
-        """Run a write operation from async code, on the running loop's async pool."""
+        """Run a write operation from async code, on the running loop's async pool.
+
+        The write runs in a task of its own that a cancelled caller does not cancel (a stream
+        closed early cancels the graph's pending work): it commits, as it would on the
+        thread-backed stores, instead of being rolled back with the caller. Reads from this
+        loop wait for such writes first (`_settled`).
+        """
         if isinstance(op, InTransaction):
-            return await self.store.adrive_in_transaction(op.make)  # type: ignore[no-any-return]
-        return await self.store.adrive(op())  # type: ignore[no-any-return]
+            work = self.store.adrive_in_transaction(op.make)
+        else:
+            work = self.store.adrive(op())
+        task: asyncio.Task[T] = asyncio.ensure_future(work)
+        self._writing.add(task)
+        task.add_done_callback(self._written)
+        return await asyncio.shield(task)
+
+    def _written(self, task: asyncio.Task[Any]) -> None:
+        self._writing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile never will
+
+    async def _settled(self) -> None:
+        """Wait for this loop's writes still in flight (their callers may have gone)."""
+        loop = asyncio.get_running_loop()
+        mine = [t for t in list(self._writing) if t.get_loop() is loop]
+        if mine:
+            await asyncio.wait(mine)
 
     def close(self) -> None:
         """Nothing to stop: the store owns the pools."""

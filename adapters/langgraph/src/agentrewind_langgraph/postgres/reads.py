@@ -62,7 +62,11 @@ class PostgresReads:
 
     async def aquery(self, **kw: Any) -> list[RawTuple]:
         """Async twin of `query` (on the running loop's async pool: no thread)."""
+        await self._settled()
         return await self.store.adrive(self._query(**kw))  # type: ignore[no-any-return]
+
+    async def _settled(self) -> None:  # pragma: no cover - the backend's
+        raise NotImplementedError
 
     def _query(
         self,
