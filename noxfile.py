@@ -261,7 +261,6 @@ def upstream_langchain(session: nox.Session) -> None:
 
 
 UPSTREAM_PYDANTIC_AI_TEST_DEPS = (
-    "pip",  # looks for the tests in the sdists
     "pytest-mock",
     "pytest-timeout",
     "dirty-equals",
@@ -281,10 +280,19 @@ UPSTREAM_PYDANTIC_AI_TEST_DEPS = (
 def upstream_pydantic_ai(session: nox.Session) -> None:
     """pydantic-ai's agent and durable-execution tests with every agent wrapped (not default).
 
-    Prints the tests that fail wrapped (SQLite journal per test) but pass unwrapped. The tests
-    are not in pydantic-ai's sdists: pass a checkout's tests folder after `--`
-    (`-- --tests <pydantic-ai>/tests`) or set $AGENTREWIND_UPSTREAM_PYDANTIC_AI_TESTS.
+    Prints the tests that fail wrapped (SQLite journal per test) but pass unwrapped, each
+    wrapped-only failure beside its known cause. The tests are not in pydantic-ai's sdists and
+    the session fetches none: pass a checkout's tests folder after `--`
+    (`-- --tests <pydantic-ai>/tests`) or set $AGENTREWIND_UPSTREAM_PYDANTIC_AI_TESTS; without
+    one it stops with a BLOCKED line before installing anything (see CONTRIBUTING.md).
     """
+    given = any(a == "--tests" or a.startswith("--tests=") for a in session.posargs)
+    if not given and not os.environ.get("AGENTREWIND_UPSTREAM_PYDANTIC_AI_TESTS"):
+        session.error(
+            "BLOCKED: no pydantic-ai tests given (its sdists ship none; nothing is fetched). "
+            "Check out pydantic/pydantic-ai at the tag of the locked pydantic-ai-slim (or the "
+            "nearest) and run `nox -s upstream-pydantic-ai -- --tests <checkout>/tests`"
+        )
     sync(session, "pydantic-ai", groups=("test", "test-pydantic-ai"))
     # the test dependencies must not move the locked framework under test
     locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))

@@ -86,6 +86,27 @@ def test_a_known_cause_never_hides_a_traceback_through_agentrewind() -> None:
     assert harness.known_cause("SomethingElse", [CAUSE]) is None
 
 
+def test_a_framework_rule_naming_our_engine_is_known_only_where_the_framework_raised_it() -> None:
+    rule = harness.KnownCause(
+        "needs a unique `name`", "the framework's rule", "x.py:1", raised_in="pydantic_ai/durable"
+    )
+    text = (
+        "UserError: An agent needs a unique `name` to be used with agentrewind\n"
+        "  File adapters/pydantic-ai/src/agentrewind_pydantic_ai/_agent.py\n"
+    )
+    assert harness.known_cause(text + "site/pydantic_ai/durable/_base.py:448: UserError", [rule])
+    # the same words raised from our code are ours
+    ours = text + "adapters/pydantic-ai/src/agentrewind_pydantic_ai/_agent.py:90: UserError"
+    assert harness.known_cause(ours, [rule]) is None
+
+
+def test_a_cause_listing_its_tests_explains_those_tests_only() -> None:
+    listed = harness.KnownCause("", "streams read whole", "check.py", tests=frozenset({"t::a"}))
+    diff_text = "assert [PartStartEvent(...)] == [...]\n  agentrewind run id in the diff"
+    assert harness.known_cause(diff_text, [listed], "t::a") is listed
+    assert harness.known_cause(diff_text, [listed], "t::b") is None
+
+
 def test_compare_counts_wrapped_only_failures(tmp_path: Path) -> None:
     suite = harness.SuiteRun
     plain = suite(

@@ -10,7 +10,11 @@ junit file as "every test failed".
 A wrapped-only failure (fails wrapped, passes unwrapped) may fall under a *known cause* only
 when the cause is not a difference of the wrapped object: a cause never matches a failure
 whose text holds agentrewind code (a frame in `agentrewind`/`agentrewind_*`, or an error of
-ours), because such a failure is ours by construction.
+ours), because such a failure is ours by construction. Two narrow exceptions, each explicit
+in the cause: `raised_in` (the error was raised by the framework's own code at that path, as
+pytest's last line of the failure says, e.g. a pydantic-ai durable-execution rule whose message
+names our engine), and `tests` (the cause lists the very tests it explains, each checked one by
+one; for failures such as assertion diffs and timeouts whose text names no cause).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "outcomes",
     "print_diff",
     "pytest_env",
+    "raised_at",
     "recheck",
     "report",
     "run_pytest",
@@ -55,12 +60,18 @@ class KnownCause:
     Attributes:
         needle: A substring of the failure's text (message and traceback).
         why: The cause, printed beside each test it explains.
-        shown_by: The test (in this repository) that shows the cause is not ours.
+        shown_by: What shows the cause is not ours (a test or a check in this repository, the
+            framework's source line).
+        raised_in: When set, the failure must have been raised at a path containing this (the
+            last line of pytest's report), and may then hold agentrewind frames upstream.
+        tests: When set, the cause explains only these test ids.
     """
 
     needle: str
     why: str
     shown_by: str
+    raised_in: str = ""
+    tests: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,14 +172,26 @@ def fatal_trace(log: Path, lines: int = 60) -> str:
     return "\n".join(text[-lines:])
 
 
-def known_cause(text: str, known: Sequence[KnownCause]) -> KnownCause | None:
-    """The known cause `text` (a failure's message and traceback) falls under, if any.
+def raised_at(text: str) -> str:
+    """Where a failure was raised: the last line of pytest's report (`path:line: Error`)."""
+    return (text.strip().splitlines() or [""])[-1]
 
-    Never one for a failure that holds agentrewind code: that difference is ours.
+
+def known_cause(text: str, known: Sequence[KnownCause], test: str = "") -> KnownCause | None:
+    """The known cause `text` (a failure's message and traceback) of `test` falls under, if any.
+
+    Never one for a failure that holds agentrewind code, unless the cause says the error was
+    raised by the framework (`raised_in`) or lists the test itself (`tests`).
     """
-    if OURS.search(text):
-        return None
-    return next((cause for cause in known if cause.needle in text), None)
+    for cause in known:
+        if cause.needle not in text or (cause.tests and test not in cause.tests):
+            continue
+        if cause.raised_in:
+            if cause.raised_in in raised_at(text):
+                return cause
+        elif cause.tests or not OURS.search(text):
+            return cause
+    return None
 
 
 @dataclasses.dataclass
@@ -194,7 +217,7 @@ def compare(plain: SuiteRun, wrapped: SuiteRun, known: Sequence[KnownCause]) -> 
         got, text = wrapped.tests.get(test, ("missing", "did not run wrapped"))
         if got == "passed":
             continue
-        cause = known_cause(text, known)
+        cause = known_cause(text, known, test)
         if cause is None:
             result.unexplained.append(test)
         else:

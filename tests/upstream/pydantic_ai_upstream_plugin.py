@@ -12,6 +12,10 @@ swapped each agent for the wrapped one would:
 - inside a run (an agent called from another agent's tool), the wrapped agent journals into
   that run, as a nested agent of a wrapped one does.
 
+With `AGENTREWIND_UPSTREAM_NAME_AGENTS` set, an agent without a name is named after the test
+before it is wrapped (as a user must name an agent for any durable engine): a diagnostic run
+that shows what fails beneath pydantic-ai's name rule.
+
 The one call the wrapper makes on the agent it wraps reaches the original `Agent.iter`.
 Each test journals in a fresh SQLite file of its own (under its `tmp_path`); the store URL in
 the environment only says "wrapped" (only `sqlite` is supported, so every test sees a new,
@@ -59,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
             async with asynccontextmanager(original)(self, *args, **kwargs) as run:
                 yield run
             return
+        if self.name is None and os.environ.get("AGENTREWIND_UPSTREAM_NAME_AGENTS"):
+            self.name = f"{_test}-agent"
         wrapped = _mw().wrap(self)
         # an agent inside a wrapped agent's run journals into that run; else a fresh run
         outer = (

@@ -16,6 +16,7 @@ from pydantic_ai.durable_exec import (
 import agentrewind
 from agentrewind.adapters import CacheSites
 
+from ._codec import unit_scope
 from ._keys import key_and_inputs, kind_of
 
 __all__ = ["CACHE", "RewindOperationBackend", "usage_meta"]
@@ -80,7 +81,7 @@ class RewindOperationBackend(CallableOperationBackend[UnitConfig]):
         if call.hit:
             return call.value()
         await call.astart()
-        with call.executing():
+        with call.executing(), unit_scope(cache_key):
             try:
                 payload = await body()
             except BaseException as exc:

@@ -10,7 +10,6 @@ from weakref import WeakKeyDictionary
 
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.durable_exec import (
-    JSON_CODEC,
     BaseDurabilityCapability,
     DurabilityEngineSpec,
     DurableOperationBackend,
@@ -22,6 +21,7 @@ from pydantic_ai.tools import AgentDepsT
 import agentrewind
 
 from ._backend import RewindOperationBackend
+from ._codec import REWIND_CODEC
 
 __all__ = ["JournalValueError", "RewindDurability", "next_agent_run_id"]
 
@@ -102,8 +102,8 @@ class RewindDurability(BaseDurabilityCapability[AgentDepsT]):
         durable_unit_plural="steps",
         durable_container_noun="run",
         # The journal stores JSON: pydantic-ai reduces every result to JSON inside the unit
-        # (so an unstorable value fails there, named) and rebuilds it outside.
-        codec=JSON_CODEC,
+        # (so an unstorable value fails there, named) and rebuilds it outside; see `_codec`.
+        codec=REWIND_CODEC,
         serialization_failure=_serialization_failure,
         wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
         toolset_lifecycles={
