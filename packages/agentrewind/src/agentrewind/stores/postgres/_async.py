@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from ..._flowsteps import FlowSteps
 from ...errors import StoreError
+from ._apool import OwnAsyncPool
 from ._db import PostgresDatabase
 from ._flow import PgFlow, Txn
 from ._send import asend
@@ -39,7 +40,7 @@ class AsyncPostgres:
         self._user_pool = pool
         self._conn = connection
         self._conn_lock: asyncio.Lock | None = None
-        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._pools: dict[asyncio.AbstractEventLoop, OwnAsyncPool] = {}
         self.checkouts = 0
         """Connections taken for a transaction (tests count them)."""
         self.native = bool(pool is not None or connection is not None or db.conninfo)
@@ -58,7 +59,7 @@ class AsyncPostgres:
                     "async use of a PostgreSQL store opened on a caller's sync connection "
                     "needs its URL, an AsyncConnectionPool or an AsyncConnection"
                 )
-            pool = self._pools[loop] = AsyncConnectionPool(
+            pool = self._pools[loop] = OwnAsyncPool(
                 self.db.conninfo,
                 min_size=1,
                 max_size=self.db.max_size,
