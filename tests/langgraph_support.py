@@ -1,4 +1,5 @@
-"""What the LangGraph tests share: the list-appending state, a fresh thread config, a line graph."""
+"""What the LangGraph tests share: the list-appending state, a fresh thread config, a line graph
+and a graph that stops at an interrupt."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import uuid
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 
 class State(TypedDict):
@@ -27,4 +29,20 @@ def line_graph(n: int = 3) -> StateGraph:
         b.add_edge(prev, f"n{i}")
         prev = f"n{i}"
     b.add_edge(prev, END)
+    return b
+
+
+def ask_graph(question: Any = "ok?") -> StateGraph:
+    """START -> a -> ask -> END: `a` appends "a"; `ask` stops at `interrupt(question)`, then
+    appends "answer:<the resume value>"."""
+
+    def ask(state: State) -> dict[str, Any]:
+        return {"items": [f"answer:{interrupt(question)}"]}
+
+    b = StateGraph(State)
+    b.add_node("a", lambda s: {"items": ["a"]})
+    b.add_node("ask", ask)
+    b.add_edge(START, "a")
+    b.add_edge("a", "ask")
+    b.add_edge("ask", END)
     return b

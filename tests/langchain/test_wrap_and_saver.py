@@ -3,11 +3,9 @@ reaches (here, where both the LangChain adapter and the LangGraph saver are inst
 
 from __future__ import annotations
 
-import operator
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
@@ -15,15 +13,8 @@ from langgraph.graph import END, START, StateGraph
 import agentrewind
 from agentrewind_langgraph import RewindSaver
 from cli_support import batch
+from langgraph_support import State, cfg
 from redis_support import cleanup_redis
-
-
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
-
-
-def _cfg(thread: str) -> Any:
-    return {"configurable": {"thread_id": thread}}
 
 
 @pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -54,7 +45,7 @@ def test_a_wrapped_graph_and_its_thread_are_two_linked_entries(saver_url: str) -
     try:
         with RewindSaver(url) as saver:
             graph = mw.wrap(b.compile(checkpointer=saver))
-            assert graph.invoke({"items": []}, _cfg("order-42"))["items"] == ["rows of 42"]
+            assert graph.invoke({"items": []}, cfg("order-42"))["items"] == ["rows of 42"]
     finally:
         mw.close()
     runs, log_j, log_t, show_t, export_t, rm_t, after = batch(

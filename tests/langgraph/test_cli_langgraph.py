@@ -4,39 +4,22 @@ imports no framework unless a store holds LangGraph threads (issue 14, start-up)
 from __future__ import annotations
 
 import contextlib
-import operator
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 import agentrewind
 from agentrewind_langgraph import RewindSaver
 from cli_support import batch, env
-
-
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
+from langgraph_support import State, ask_graph, cfg
 
 
 def _graph(saver: RewindSaver) -> Any:
-    def ask(state: State) -> dict[str, Any]:
-        return {"items": [f"answer:{interrupt('ok?')}"]}
-
-    b = StateGraph(State)
-    b.add_node("a", lambda s: {"items": ["a"]})
-    b.add_node("ask", ask)
-    b.add_edge(START, "a")
-    b.add_edge("a", "ask")
-    b.add_edge("ask", END)
-    return b.compile(checkpointer=saver)
-
-
-def _cfg(thread: str) -> Any:
-    return {"configurable": {"thread_id": thread}}
+    return ask_graph().compile(checkpointer=saver)
 
 
 def test_a_thread_whose_node_raised_is_failed_with_its_error(saver_url: str) -> None:
@@ -54,8 +37,8 @@ def test_a_thread_whose_node_raised_is_failed_with_its_error(saver_url: str) -> 
     with RewindSaver(saver_url) as saver:
         graph = b.compile(checkpointer=saver)
         with contextlib.suppress(TimeoutError):
-            graph.invoke({"items": []}, _cfg("broken"))
-        graph.invoke({"items": ["x"]}, _cfg("fine"))
+            graph.invoke({"items": []}, cfg("broken"))
+        graph.invoke({"items": ["x"]}, cfg("fine"))
     runs, failed = batch(
         ["runs", "--json", "--store", saver_url],
         ["runs", "--json", "--status", "failed", "--store", saver_url],
@@ -68,12 +51,12 @@ def test_a_thread_whose_node_raised_is_failed_with_its_error(saver_url: str) -> 
 def test_threads_in_every_command(saver_url: str, tmp_path: Path) -> None:
     with RewindSaver(saver_url) as saver:
         graph = _graph(saver)
-        graph.invoke({"items": []}, _cfg("t1"))
-        graph.invoke(Command(resume="yes"), _cfg("t1"))
-        graph.invoke({"items": []}, _cfg("t2"))
-        first = list(saver.list(_cfg("t1")))[-2]  # an early checkpoint: branch from it
+        graph.invoke({"items": []}, cfg("t1"))
+        graph.invoke(Command(resume="yes"), cfg("t1"))
+        graph.invoke({"items": []}, cfg("t2"))
+        first = list(saver.list(cfg("t1")))[-2]  # an early checkpoint: branch from it
         graph.update_state(first.config, {"items": ["edited"]})
-        n_t1 = len(list(saver.list(_cfg("t1"))))
+        n_t1 = len(list(saver.list(cfg("t1"))))
     url = saver_url
     runs, metrics, log, tree, export = batch(
         ["runs", "--json", "--store", url],
@@ -126,7 +109,7 @@ def test_threads_in_every_command(saver_url: str, tmp_path: Path) -> None:
     left = {r["run_id"] for r in after.ok().json()}  # type: ignore[union-attr]
     assert "t2" not in left and "t2-copy" in left
     with RewindSaver(url) as saver:
-        out = _graph(saver).invoke(Command(resume="later"), _cfg("t2-copy"))
+        out = _graph(saver).invoke(Command(resume="later"), cfg("t2-copy"))
         assert out["items"] == ["a", "answer:later"]
 
 

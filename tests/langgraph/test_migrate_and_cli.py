@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import operator
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agentrewind_langgraph import RewindSaver, migrate_sqlite_saver
 from agentrewind_langgraph.runs import run_source
-
-
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
-
-
-def _graph() -> StateGraph:
-    def ask(state: State) -> dict[str, Any]:
-        return {"items": [f"answer:{interrupt('ok?')}"]}
-
-    b = StateGraph(State)
-    b.add_node("a", lambda s: {"items": ["a"]})
-    b.add_node("ask", ask)
-    b.add_edge(START, "a")
-    b.add_edge("a", "ask")
-    b.add_edge("ask", END)
-    return b
+from langgraph_support import ask_graph
 
 
 def _fill_sqlite_saver(path: Path) -> None:
     with SqliteSaver.from_conn_string(str(path)) as old:
-        graph = _graph().compile(checkpointer=old)
+        graph = ask_graph().compile(checkpointer=old)
         graph.invoke({"items": []}, {"configurable": {"thread_id": "done"}})
         graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "done"}})
         graph.invoke({"items": []}, {"configurable": {"thread_id": "paused"}})
@@ -61,7 +42,7 @@ def test_migrate_sqlite_saver_keeps_history_and_pending_interrupt(
             new = [(c.config, c.metadata, c.checkpoint["channel_values"], c.parent_config)
                    for c in saver.list({"configurable": {"thread_id": t}})]  # fmt: skip
             assert new == hist
-        graph = _graph().compile(checkpointer=saver)
+        graph = ask_graph().compile(checkpointer=saver)
         out = graph.invoke(Command(resume="later"), {"configurable": {"thread_id": "paused"}})
         assert out["items"] == ["a", "answer:later"]
 

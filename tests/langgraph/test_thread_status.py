@@ -6,7 +6,6 @@ payload, the next nodes) and hide its internal channels unless asked."""
 from __future__ import annotations
 
 import json
-import operator
 import os
 import signal
 import subprocess
@@ -15,16 +14,17 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 import agentrewind
 from agentrewind.ui import api
 from agentrewind_langgraph import RewindSaver
 from cli_support import batch, env
+from langgraph_support import State, ask_graph, cfg
 
 CHILD = textwrap.dedent(
     """
@@ -57,25 +57,8 @@ CHILD = textwrap.dedent(
 )
 
 
-class State(TypedDict):
-    items: Annotated[list[str], operator.add]
-
-
 def _graph(saver: RewindSaver) -> Any:
-    def ask(state: State) -> dict[str, Any]:
-        return {"items": [f"answer:{interrupt({'question': 'ship it?'})}"]}
-
-    b = StateGraph(State)
-    b.add_node("a", lambda s: {"items": ["a"]})
-    b.add_node("ask", ask)
-    b.add_edge(START, "a")
-    b.add_edge("a", "ask")
-    b.add_edge("ask", END)
-    return b.compile(checkpointer=saver)
-
-
-def _cfg(thread: str) -> Any:
-    return {"configurable": {"thread_id": thread}}
+    return ask_graph({"question": "ship it?"}).compile(checkpointer=saver)
 
 
 def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path: Path) -> None:
@@ -104,7 +87,7 @@ def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path:
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait(timeout=30)
     with RewindSaver(url) as saver:
-        _graph(saver).invoke({"items": []}, _cfg("asking"))
+        _graph(saver).invoke({"items": []}, cfg("asking"))
     runs, crashed, paused = batch(
         ["runs", "--json", "--store", url],
         ["runs", "--json", "--status", "crashed", "--store", url],
@@ -129,7 +112,7 @@ def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path:
     b.add_edge("a", "b")
     b.add_edge("b", END)
     with RewindSaver(url) as saver:
-        out = b.compile(checkpointer=saver).invoke(None, _cfg("killed"))
+        out = b.compile(checkpointer=saver).invoke(None, cfg("killed"))
     assert out["items"] == ["a", "b"] and ran == ["b"]
     with agentrewind.connect(url) as store:
         assert {r["run_id"]: r["status"] for r in api.list_runs(store)}["killed"] == "completed"
@@ -139,8 +122,8 @@ def test_checkpoints_in_langgraphs_words(saver_url: str) -> None:
     url = saver_url
     with RewindSaver(url) as saver:
         graph = _graph(saver)
-        graph.invoke({"items": []}, _cfg("t"))
-        early = list(saver.list(_cfg("t")))[-2]  # `__start__`'s checkpoint: fork from it
+        graph.invoke({"items": []}, cfg("t"))
+        early = list(saver.list(cfg("t")))[-2]  # `__start__`'s checkpoint: fork from it
         graph.update_state(early.config, {"items": ["edited"]})
     log, show, show_all, branches, tree = batch(
         ["log", "t", "--json", "--store", url],
@@ -190,7 +173,7 @@ def test_export_import_across_backends_resumes_and_without_the_adapter(
 ) -> None:
     src = f"sqlite:///{tmp_path / 'src.db'}"
     with RewindSaver(src) as saver:
-        _graph(saver).invoke({"items": []}, _cfg("order-7"))
+        _graph(saver).invoke({"items": []}, cfg("order-7"))
     doc = tmp_path / "order-7.json"
     ns = f"imp-{uuid.uuid4().hex[:8]}"
     targets = [f"{redis_url}?namespace={ns}", f"{postgres_url}?namespace={ns}"]
@@ -215,7 +198,11 @@ def test_export_import_across_backends_resumes_and_without_the_adapter(
         ]
     for t in targets:  # RewindSaver reads it there and resumes at the interrupt
         with RewindSaver(t) as saver:
-            out = _graph(saver).invoke(Command(resume="yes"), _cfg("order-7"))
+            out = (
+                ask_graph({"question": "ship it?"})
+                .compile(checkpointer=saver)
+                .invoke(Command(resume="yes"), cfg("order-7"))
+            )
             assert out["items"] == ["a", "answer:yes"]
     # Where the adapter is not installed: counted, named, refused, never "no run".
     done = subprocess.run(
