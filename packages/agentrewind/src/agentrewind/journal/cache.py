@@ -231,17 +231,7 @@ def cached_call(
             call.complete(value, _hit_meta(found), note=False)
             _noted_hit(run, call, found)
         return value
-    if call is None:
-        result = fn(*args, **kwargs)
-    else:
-        call.start()
-        with call.executing():
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                call.fail(exc)
-                raise
-        call.complete(result)
+    result = fn(*args, **kwargs) if call is None else call.perform(fn, *args, **kwargs)
     entry = site.entry(call, result)
     if entry is not None:
         settings.store.cache.put(site.site, site.key, entry, **site.put_args())
@@ -275,17 +265,7 @@ async def acached_call(
             await call.acomplete(value, _hit_meta(found), note=False)
             _noted_hit(run, call, found)
         return value
-    if call is None:
-        result = await fn(*args, **kwargs)
-    else:
-        await call.astart()
-        with call.executing():
-            try:
-                result = await fn(*args, **kwargs)
-            except BaseException as exc:
-                await call.afail(exc)
-                raise
-        await call.acomplete(result)
+    result = await (fn(*args, **kwargs) if call is None else call.aperform(fn, *args, **kwargs))
     entry = site.entry(call, result)
     if entry is not None:
         await settings.store.cache.aput(site.site, site.key, entry, **site.put_args())

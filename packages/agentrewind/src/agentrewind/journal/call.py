@@ -6,10 +6,10 @@ import dataclasses
 import logging
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Literal, ParamSpec, Protocol
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from ..errors import RecordedStepError
 from ..ids import new_id
@@ -24,6 +24,7 @@ from .inputs import NO_INPUTS, InputMemory, seal_inputs
 # run.py: divergence; middleware.py: run opened); nothing above DEBUG on the happy path.
 log = logging.getLogger("agentrewind.journal")
 P = ParamSpec("P")  # the parameters of a step function (Run.step)
+T = TypeVar("T")
 
 __all__ = [
     "CURRENT_CALL",
@@ -375,6 +376,30 @@ class Call:
             await self.cache.aput(record)
         if note:
             self.run._after_complete(self, record)
+
+    def perform(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Start this call, run `fn(*args, **kwargs)` as it, record its failure or result."""
+        self.start()
+        with self.executing():
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                self.fail(exc)
+                raise
+        self.complete(result)
+        return result
+
+    async def aperform(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Async twin of `perform`."""
+        await self.astart()
+        with self.executing():
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as exc:
+                await self.afail(exc)
+                raise
+        await self.acomplete(result)
+        return result
 
     def _failed_record(self, exc: BaseException) -> StepRecord | None:
         self.run._note(self, "failed", exc)

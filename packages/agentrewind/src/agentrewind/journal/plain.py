@@ -67,15 +67,7 @@ def step_call(
     call = _begin(run, name, key, args, kwargs, kind, side_effects, record_inputs)
     if call.hit:
         return call.value()  # type: ignore[no-any-return]
-    call.start()
-    with call.executing():
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-    call.complete(result)
-    return result
+    return call.perform(fn, *args, **kwargs)
 
 
 async def astep_call(
@@ -94,12 +86,4 @@ async def astep_call(
     call = _begin(run, name, key, args, kwargs, kind, side_effects, record_inputs)
     if call.hit:
         return call.value()  # type: ignore[no-any-return]
-    await call.astart()
-    with call.executing():
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            await call.afail(exc)
-            raise
-    await call.acomplete(result)
-    return result
+    return await call.aperform(fn, *args, **kwargs)
