@@ -127,6 +127,20 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
         cleanup_redis(request.getfixturevalue("redis_url"), ns)
 
 
+@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
+    """A store URL other processes can open too: a SQLite file, Redis or PostgreSQL, in a fresh
+    namespace (cleaned up afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={namespace}"
+    elif request.param == "postgres":
+        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
+    else:
+        url = request.getfixturevalue("redis_url")
+        yield f"{url}?namespace={namespace}"
+        cleanup_redis(url, namespace)
+
+
 @pytest.fixture(
     params=[
         "memory",

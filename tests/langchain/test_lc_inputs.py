@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,20 +14,6 @@ from agentrewind.adapters import resolve_inputs
 from agentrewind.cli import main as cli
 from agentrewind_langchain import Middleware
 from agentrewind_langchain.testing import ScriptedChatModel
-from redis_support import cleanup_redis
-
-
-@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    namespace = f"in-{uuid.uuid4().hex[:10]}"
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'runs.db'}"
-    elif request.param == "postgres":
-        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
-    else:
-        url = request.getfixturevalue("redis_url")
-        yield f"{url}?namespace={namespace}"
-        cleanup_redis(url, namespace)
 
 
 def _found(mw: Middleware, run_id: str) -> list[tuple[Any, Any]]:
@@ -40,7 +23,7 @@ def _found(mw: Middleware, run_id: str) -> list[tuple[Any, Any]]:
 
 
 def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_every_prompt(
-    any_url: str, capsys: pytest.CaptureFixture[str]
+    shared_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedChatModel(responses=["first answer", "second answer", "third answer"])
     tries: list[str] = []
@@ -63,7 +46,7 @@ def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_every_prompt(
             history.append(model.invoke(history))
         return str(lookup.invoke({"order": "A-17"}))
 
-    mw = Middleware(any_url)
+    mw = Middleware(shared_url)
     config = {"configurable": {"thread_id": "t"}}
     with pytest.raises(TimeoutError):
         mw.wrap(RunnableLambda(chat)).invoke(None, config)
@@ -80,11 +63,11 @@ def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_every_prompt(
     assert failed[0].status == "failed" and done[0].status == "completed"
     assert failed[1] == done[1] == {"order": "A-17"}
 
-    assert cli(["--store", any_url, "show", "t", str(failed[0].seq), "--json"]) == 0
+    assert cli(["--store", shared_url, "show", "t", str(failed[0].seq), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["meta"]["error"] == {**shown["meta"]["error"], "message": "LLM timed out on A-17"}
     assert shown["inputs"] == {"order": "A-17"}
-    assert cli(["--store", any_url, "show", "t", str(chats[2][0].seq), "--json"]) == 0
+    assert cli(["--store", shared_url, "show", "t", str(chats[2][0].seq), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [m["v"]["content"] for m in shown["inputs"]["messages"]] == [
         "be brief", "question 0", "first answer", "question 1", "second answer", "question 2"

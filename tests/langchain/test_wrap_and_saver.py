@@ -3,35 +3,16 @@ reaches (here, where both the LangChain adapter and the LangGraph saver are inst
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from langgraph.graph import END, START, StateGraph
 
 import agentrewind
 from agentrewind_langgraph import RewindSaver
 from cli_support import batch
 from langgraph_support import State, cfg
-from redis_support import cleanup_redis
 
 
-@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
-def saver_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    namespace = f"lg-{uuid.uuid4().hex[:10]}"
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'runs.db'}"
-    elif request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        yield f"{url}?namespace={namespace}"
-        cleanup_redis(url, namespace)
-    else:
-        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
-
-
-def test_a_wrapped_graph_and_its_thread_are_two_linked_entries(saver_url: str) -> None:
-    url = saver_url
+def test_a_wrapped_graph_and_its_thread_are_two_linked_entries(shared_url: str) -> None:
+    url = shared_url
 
     @agentrewind.step("fetch")
     def fetch(order: str) -> str:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,19 +13,6 @@ from llama_index.core.tools import FunctionTool
 from agentrewind.adapters import resolve_inputs
 from agentrewind.cli import main as cli
 from agentrewind_llamaindex import Middleware, install_call_hooks
-from redis_support import cleanup_redis
-
-
-@pytest.fixture(params=["sqlite", "redis", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_url(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'runs.db'}?namespace={namespace}"
-    elif request.param == "postgres":
-        yield f"{request.getfixturevalue('postgres_url')}?namespace={namespace}"
-    else:
-        url = request.getfixturevalue("redis_url")
-        yield f"{url}?namespace={namespace}"
-        cleanup_redis(url, namespace)
 
 
 def _answer(messages: Any, **kwargs: Any) -> ChatMessage:
@@ -39,7 +24,7 @@ def _text(message: dict[str, Any]) -> str:
 
 
 async def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_the_prompts(
-    any_url: str, capsys: pytest.CaptureFixture[str]
+    shared_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     install_call_hooks()
     tries: list[str] = []
@@ -63,7 +48,7 @@ async def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_the_prompts(
             await llm.acomplete("summarise the order")
             await tool.acall(order="A-17")
 
-    mw = Middleware(any_url)
+    mw = Middleware(shared_url)
     with pytest.raises(TimeoutError):
         await chat(mw)
     await chat(mw)
@@ -82,7 +67,7 @@ async def test_a_tool_that_raised_then_a_resume_keeps_its_error_and_the_prompts(
     failed = next(s for s in steps if s.status == "failed")
     assert failed.kind == "tool" and found[failed.step_id]["kwargs"] == {"order": "A-17"}
 
-    assert cli(["--store", any_url, "show", "li", str(failed.seq), "--json"]) == 0
+    assert cli(["--store", shared_url, "show", "li", str(failed.seq), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["meta"]["error"]["message"] == "timed out on A-17"
     assert shown["inputs"]["kwargs"] == {"order": "A-17"}
