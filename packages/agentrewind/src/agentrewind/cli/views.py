@@ -322,6 +322,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return 0
     print(f"--- {name_a}\n+++ {name_b}")
     paint = color()
+    _print_changes(changes, paint)
+    if not any(changes.values()):
+        print("(no differences)")
+    if given is not None and any(given.values()):
+        print("inputs:")
+        _print_changes(given, paint)
+    return 0
+
+
+def _print_changes(changes: dict[str, Any], paint: bool) -> None:
+    """One line per removed (red), added (green) and changed (yellow) path of a `diff_states`."""
 
     def line(code: str, text: str) -> None:
         print(f"\x1b[{code}m{text}\x1b[0m" if paint else text)
@@ -333,15 +344,3 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for path, change in changes["changed"].items():
         before, after = (json.dumps(change[k], default=str) for k in ("before", "after"))
         line("33", f"~ {path}: {before} -> {after}")
-    if not any(changes.values()):
-        print("(no differences)")
-    if given is not None and any(given.values()):
-        print("inputs:")
-        for path, value in given["removed"].items():
-            line("31", f"- {path}: {json.dumps(value, default=str)}")
-        for path, value in given["added"].items():
-            line("32", f"+ {path}: {json.dumps(value, default=str)}")
-        for path, change in given["changed"].items():
-            before, after = (json.dumps(change[k], default=str) for k in ("before", "after"))
-            line("33", f"~ {path}: {before} -> {after}")
-    return 0
