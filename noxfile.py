@@ -59,6 +59,16 @@ def sync(
     session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
+def install_pinned(session: nox.Session, locked: tuple[str, ...], deps: tuple[str, ...]) -> None:
+    """Install an upstream suite's test dependencies without moving the locked frameworks under
+    test: the installed packages whose `name==` starts with one of `locked` are constraints."""
+    frozen = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
+    constraints = Path(session.create_tmp()) / "locked.txt"
+    pins = [line for line in str(frozen).splitlines() if line.startswith(locked)]
+    constraints.write_text("\n".join(pins))
+    session.install("-c", str(constraints), *deps)
+
+
 def docs_blocks(session: nox.Session, framework: str) -> None:
     """Run the docs' code blocks that need exactly what this session installed."""
     if not session.posargs:
@@ -247,16 +257,9 @@ def upstream_langchain(session: nox.Session) -> None:
     unwrapped; arguments after `--` go to tests/upstream/langchain_upstream.py.
     """
     sync(session, "redis", "langchain", "langgraph", groups=("test", "test-langchain"))
-    # the test dependencies must not move the locked frameworks under test
-    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
-    constraints = Path(session.create_tmp()) / "locked.txt"
-    pins = [
-        line
-        for line in str(locked).splitlines()
-        if line.startswith(("langchain-core==", "langchain==", "langgraph"))
-    ]
-    constraints.write_text("\n".join(pins))
-    session.install("-c", str(constraints), *UPSTREAM_LANGCHAIN_TEST_DEPS)
+    install_pinned(
+        session, ("langchain-core==", "langchain==", "langgraph"), UPSTREAM_LANGCHAIN_TEST_DEPS
+    )
     session.run("python", "tests/upstream/langchain_upstream.py", *session.posargs)
 
 
@@ -294,12 +297,7 @@ def upstream_pydantic_ai(session: nox.Session) -> None:
             "nearest) and run `nox -s upstream-pydantic-ai -- --tests <checkout>/tests`"
         )
     sync(session, "pydantic-ai", groups=("test", "test-pydantic-ai"))
-    # the test dependencies must not move the locked framework under test
-    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
-    constraints = Path(session.create_tmp()) / "locked.txt"
-    pins = [line for line in str(locked).splitlines() if line.startswith("pydantic")]
-    constraints.write_text("\n".join(pins))
-    session.install("-c", str(constraints), *UPSTREAM_PYDANTIC_AI_TEST_DEPS)
+    install_pinned(session, ("pydantic",), UPSTREAM_PYDANTIC_AI_TEST_DEPS)
     session.run("python", "tests/upstream/pydantic_ai_upstream.py", *session.posargs)
 
 
@@ -322,16 +320,7 @@ def upstream_langgraph(session: nox.Session) -> None:
     tests/upstream/langgraph_upstream.py.
     """
     sync(session, "redis", "postgres", "langgraph", groups=("test", "test-langgraph"))
-    # the test dependencies must not move the locked frameworks under test
-    locked = session.run("uv", "pip", "freeze", silent=True, external=True, env=_venv(session))
-    constraints = Path(session.create_tmp()) / "locked.txt"
-    pins = [
-        line
-        for line in str(locked).splitlines()
-        if line.startswith(("langchain-core==", "langgraph"))
-    ]
-    constraints.write_text("\n".join(pins))
-    session.install("-c", str(constraints), *UPSTREAM_LANGGRAPH_TEST_DEPS)
+    install_pinned(session, ("langchain-core==", "langgraph"), UPSTREAM_LANGGRAPH_TEST_DEPS)
     session.run("python", "tests/upstream/langgraph_upstream.py", *session.posargs)
 
 
