@@ -134,9 +134,9 @@ def test_migrate_postgres_saver_keeps_history_and_pending_interrupt(
 ) -> None:
     pg_saver = pytest.importorskip("langgraph.checkpoint.postgres")
     from langgraph.types import Command
-    from test_migrate_and_cli import _graph
 
     from agentrewind_langgraph import migrate_postgres_saver
+    from langgraph_support import ask_graph
 
     schema = f"pgsaver_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -144,7 +144,7 @@ def test_migrate_postgres_saver_keeps_history_and_pending_interrupt(
     src = f"{postgres_url}?options=-csearch_path%3D{schema}"
     with pg_saver.PostgresSaver.from_conn_string(src) as old:
         old.setup()
-        graph = _graph().compile(checkpointer=old)
+        graph = ask_graph().compile(checkpointer=old)
         graph.invoke({"items": []}, {"configurable": {"thread_id": "done"}})
         graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "done"}})
         graph.invoke({"items": []}, {"configurable": {"thread_id": "paused"}})
@@ -161,7 +161,7 @@ def test_migrate_postgres_saver_keeps_history_and_pending_interrupt(
             new = [(c.config, c.metadata, c.checkpoint["channel_values"], c.parent_config)
                    for c in saver.list({"configurable": {"thread_id": t}})]  # fmt: skip
             assert new == hist
-        graph = _graph().compile(checkpointer=saver)
+        graph = ask_graph().compile(checkpointer=saver)
         out = graph.invoke(Command(resume="later"), {"configurable": {"thread_id": "paused"}})
         assert out["items"] == ["a", "answer:later"]
 
