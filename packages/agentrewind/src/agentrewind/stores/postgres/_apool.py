@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, pool_async
@@ -22,6 +23,11 @@ log = logging.getLogger("psycopg.pool")  # where psycopg_pool says it (see `_qui
 
 class OwnAsyncPool(AsyncConnectionPool):
     """An `AsyncConnectionPool` whose maintenance workers end when their task is cancelled."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.thread = threading.get_ident()
+        """The thread that made it: the only one that may drive its loop while it is stopped."""
 
     @classmethod
     async def worker(cls, q: Any) -> None:

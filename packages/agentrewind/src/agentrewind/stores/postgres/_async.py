@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -197,8 +198,10 @@ class AsyncPostgres:
             if loop.is_running():  # in its own thread: hand it the close
                 with contextlib.suppress(RuntimeError):
                     asyncio.run_coroutine_threadsafe(pool.close(timeout=1.0), loop)
-            elif asyncio._get_running_loop() is None:
-                # A stopped loop (an async test's, between its run and its close): run the
-                # close on it here, or its pool's pending tasks die with an error at exit.
+            elif asyncio._get_running_loop() is None and pool.thread == threading.get_ident():
+                # A stopped loop of this thread (an async test's, between its run and its
+                # close): run the close on it here, or its pool's pending tasks die with an
+                # error at exit. Another thread's stopped loop (its `asyncio.run` ending) is
+                # left to that thread, which cancels the pool's tasks (they end: `_apool`).
                 with contextlib.suppress(Exception):
                     loop.run_until_complete(pool.close(timeout=1.0))
