@@ -63,6 +63,7 @@ class Worker:
         self.poll = float(poll)
         self.recover = recover
         self.report = report
+        self._reporting = threading.Lock()  # runs end on the pool's threads: one line at a time
         self.owner = make_lease_owner()
         self.stop = threading.Event()
         self._wake = threading.Event()  # a run of ours ended, or stop: look again now
@@ -138,7 +139,10 @@ class Worker:
     def _line(self, outcome: RecoveryOutcome, seconds: float, verb: str) -> RecoveryOutcome:
         if self.report is not None:
             how = outcome.outcome + (f": {type(outcome.error).__name__}" if outcome.error else "")
-            self.report(f"{verb} {outcome.run_id} ({outcome.workflow}): {how} in {seconds:.2f}s")
+            with self._reporting:
+                self.report(
+                    f"{verb} {outcome.run_id} ({outcome.workflow}): {how} in {seconds:.2f}s"
+                )
         return outcome
 
     def _resume(self, got: Claim) -> RecoveryOutcome:
