@@ -168,7 +168,7 @@ def test_diff(populated, ok) -> None:  # type: ignore[no-untyped-def]
 def test_metrics(populated, ok) -> None:  # type: ignore[no-untyped-def]
     url, _ = populated
     text = ok(url, "metrics", "job")
-    assert "replay hits      1" in text and "steps recorded   2" in text
+    assert "replay hits      1" in text and "steps            2" in text
     assert json.loads(ok(url, "metrics", "--json"))["runs"] == 2
 
 

@@ -26,6 +26,7 @@ def test_all_is_sorted_and_complete() -> None:
         "encryption",
         "tags",
         "telemetry",
+        "numbers",
         "ui",
     }
     assert public - modules - {"annotations"} <= set(names) | {"__version__"}

@@ -115,9 +115,11 @@ def test_runs_list_kinds_statuses_and_savings(viewer: ViewerServer) -> None:
     assert set(runs) == {"order-1", "xss", "plan", "drift", "broken"}
     assert runs["broken"]["status"] == "failed"
     order = runs["order-1"]
+    # 4 records: fetch, charge, the failed attempt of send (kept) and the send that replaced it
     assert (order["kind"], order["status"], order["replay_hits"], order["steps"]) == (
-        "journal", "completed", 2, 3)  # fmt: skip
-    assert order["failures"] == 1 and order["seconds_saved"] >= 0
+        "journal", "completed", 2, 4)  # fmt: skip
+    assert (order["failures"], order["attempts"], order["executions"]) == (1, 1, 2)
+    assert order["seconds_saved"] >= 0
     assert runs["plan"]["kind"] == "timeline" and runs["plan"]["steps"] == 4
 
 
@@ -179,7 +181,7 @@ def test_metrics_of_the_store_and_of_a_run(viewer: ViewerServer) -> None:
     m = get(viewer, "/api/metrics")
     assert m["runs"] == 5 and m["total"]["replay_hits"] == 2
     assert [r["run_id"] for r in m["series"]][-1] == "plan"  # oldest first
-    assert get(viewer, "/api/runs/order-1/metrics")["total"]["steps"] == 3
+    assert get(viewer, "/api/runs/order-1/metrics")["total"]["steps"] == 4
 
 
 def test_queues_and_queued_runs(tmp_path: Path) -> None:

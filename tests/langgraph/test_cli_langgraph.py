@@ -70,7 +70,7 @@ def test_threads_in_every_command(saver_url: str, tmp_path: Path) -> None:
     # t1's newest checkpoint is the update_state fork, with its nodes still to run: paused.
     assert listed["t2"]["status"] == "paused" and listed["t1"]["status"] == "paused"
     assert listed["t1"]["created_at"].startswith("20") and listed["t1"]["updated_at"].endswith("Z")
-    assert metrics.ok().json()["steps_stored"] == n_t1  # type: ignore[index]
+    assert metrics.ok().json()["steps"] == n_t1  # type: ignore[index]
     nodes = tree.ok().json()
     assert isinstance(nodes, list)
     parents = [n["parent_id"] for n in nodes if n["parent_id"]]

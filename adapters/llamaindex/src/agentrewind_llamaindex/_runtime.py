@@ -112,6 +112,7 @@ class RunState:
             output["events"] = [_as_json(e) for e in events]
         record = tick_record(self.run, self.next_tick, describe_tick(tick), output)
         self.next_tick += 1
+        await self.run.awrite_totals()  # the replays before this tick, should the process die
         await self.run.middleware.store.aput_steps([record], owner=self.run.owner)
         failed = isinstance(tick, TickStepResult) and not step_succeeded(tick)
         self.run.observe(record, "failed" if failed else "executed")  # a span per tick (otel)

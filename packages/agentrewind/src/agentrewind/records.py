@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
 import json
 import zlib
@@ -281,10 +282,16 @@ def open_journal(
 
 @dataclasses.dataclass(slots=True)
 class RunMetrics:
-    """What a run did and what replay saved.
+    """What a run did and what replay saved: the one set of numbers every surface shows.
+
+    `agentrewind runs`, `agentrewind metrics`, the viewer, `Middleware.metrics()` and the
+    OpenTelemetry run span all read them through `agentrewind.numbers.run_numbers`: `steps`
+    is counted from the run's records, the rest are the run's totals, which each execution
+    writes as it goes (before the first call it runs after replays, failures or a resume, and
+    at its end), so a killed execution's replays and failures are counted too.
 
     Attributes:
-        steps: Steps recorded (executed and written) in this store.
+        steps: Records in the journal, each attempt of a call its own (what `log` lists).
         replay_hits: Calls answered from the journal instead of running.
         seconds_saved: Wall time the replayed calls took when they first ran.
         tokens_saved: LLM tokens the replayed calls used when they first ran.
@@ -292,6 +299,9 @@ class RunMetrics:
         reruns: Started-but-never-completed steps run again on resume.
         cache_hits: Calls answered from the cross-run cache instead of running (their
             seconds and tokens count in `seconds_saved` and `tokens_saved`).
+        attempts: Calls run again after an earlier attempt failed or was killed (each
+            earlier attempt stays in the journal as its own record).
+        executions: Times the run was opened to execute: its first run and each resume.
     """
 
     steps: int = 0
@@ -301,15 +311,47 @@ class RunMetrics:
     failures: int = 0
     reruns: int = 0
     cache_hits: int = 0
+    attempts: int = 0
+    executions: int = 0
 
     def add(self, other: RunMetrics) -> None:
         """Add `other` into this object in place."""
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
+    def minus(self, other: RunMetrics) -> RunMetrics:
+        """A new object holding `self - other`, field by field."""
+        return RunMetrics(
+            **{f.name: getattr(self, f.name) - getattr(other, f.name) for f in _FIELDS}
+        )
+
+    def copy(self) -> RunMetrics:
+        """A copy of this object."""
+        return dataclasses.replace(self)
+
     def as_dict(self) -> dict[str, Any]:
         """Return the metrics as a plain dict."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunMetrics:
+        """Metrics as a store or a document holds them (unknown names ignored).
+
+        Raises:
+            TypeError: `data` is not a mapping of names to numbers.
+        """
+        if not isinstance(data, dict):
+            raise TypeError(f"run metrics must be a JSON object, not {type(data).__name__}")
+        out = cls()
+        for f in _FIELDS:
+            value = data.get(f.name, 0)
+            if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+                raise TypeError(f"run metric {f.name!r} is not a number: {value!r}")
+            setattr(out, f.name, float(value) if f.name == "seconds_saved" else int(value))
+        return out
+
+
+_FIELDS = dataclasses.fields(RunMetrics)
 
 
 @dataclasses.dataclass(slots=True)

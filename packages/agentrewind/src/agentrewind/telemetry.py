@@ -5,10 +5,13 @@ A `Run` tells its observers what happens (`run_started`, `call`, `diverged`, `le
 into one span per run and one child span per recorded call:
 
 - span `agentrewind.run <run id>`: attributes `agentrewind.run_id`, `agentrewind.status`,
-  `agentrewind.replay_hits`, `agentrewind.steps`, `agentrewind.tokens_saved`,
-  `agentrewind.seconds_saved`; events `agentrewind.lease_takeover` (the run was `running`
-  when this process got its lease: the last owner died or stalled), `agentrewind.divergence`
-  and `agentrewind.lease_lost`.
+  this execution's `agentrewind.replay_hits`, `agentrewind.steps`, `agentrewind.failures`,
+  `agentrewind.tokens_saved`, `agentrewind.seconds_saved`, and the run's figures over all its
+  executions, the same `agentrewind runs`, `metrics` and the viewer show
+  (`agentrewind.numbers`): `agentrewind.run.steps`, `.replay_hits`, `.seconds_saved`,
+  `.tokens_saved`, `.failures`, `.reruns`, `.cache_hits`, `.attempts`, `.executions`; events
+  `agentrewind.lease_takeover` (the run was `running` when this process got its lease: the
+  last owner died or stalled), `agentrewind.divergence` and `agentrewind.lease_lost`.
 - span `agentrewind.<kind> <name>` per call: `agentrewind.kind`, `.name`, `.key`, `.outcome`
   (`executed`, `replayed`, `failed`, `skipped`), `.replayed` (bool), `.tokens`, and for a replay
   `.seconds_saved` / `.tokens_saved` (what the call cost when it first ran). An executed call's
@@ -214,6 +217,9 @@ class OtelObserver:
                 "agentrewind.seconds_saved": m.seconds_saved,
             }
         )
+        totals = getattr(run, "totals", None)
+        if totals is not None:  # the run's figures over all executions, as the CLI shows them
+            span.set_attributes({f"agentrewind.run.{k}": v for k, v in totals.as_dict().items()})
         if run.status != "completed":
             span.set_status(trace.Status(trace.StatusCode.ERROR, run.status))
         try:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..numbers import with_steps
 from ..records import RunMetrics
 from .common import dumps, iso, open_store
 from .sources import all_runs, hidden, locate
@@ -45,7 +46,7 @@ def run_json(v: RunView, ref: str | None = None) -> dict[str, Any]:
         "expires_at": iso(r.expires_at),
         "lease_owner": v.lease[0] if v.lease else None,
         "forked_from": v.forked_from,
-        "metrics": r.metrics.as_dict(),
+        "metrics": with_steps(r, v.steps).as_dict(),  # the figures every surface shows
     }
 
 
@@ -82,32 +83,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    """`agentrewind metrics [RUN]`: totals of one run or of every run."""
+    """`agentrewind metrics [RUN]`: the figures of one run, or their totals over every run.
+
+    The same figures as `runs --json`, the viewer and the OpenTelemetry run span
+    (`agentrewind.numbers`).
+    """
     with open_store(args) as store:
         if args.run:
             where = locate(store, args.run)
             assert where.info is not None
-            infos = [where.info]
             steps = (
-                describe(store, infos)[0].steps
+                describe(store, [where.info])[0].steps
                 if where.source is None
                 else where.info.metrics.steps
             )
+            figures = [with_steps(where.info, steps)]
         else:
-            views = all_runs(store, 1_000_000)
-            infos = [v.info for v in views]
-            steps = sum(v.steps for v in views)
+            figures = [with_steps(v.info, v.steps) for v in all_runs(store, 1_000_000)]
     total = RunMetrics()
-    for r in infos:
-        total.add(r.metrics)
-    data = {**total.as_dict(), "steps_stored": steps, "runs": len(infos)}
+    for m in figures:
+        total.add(m)
     if args.json:
-        print(dumps(data))
+        print(dumps({**total.as_dict(), "runs": len(figures)}))
         return 0
-    print(f"runs             {len(infos)}")
-    print(f"steps stored     {steps}")
-    print(f"steps recorded   {total.steps}")
+    print(f"runs             {len(figures)}")
+    print(f"executions       {total.executions}")
+    print(f"steps            {total.steps}")
+    print(f"attempts         {total.attempts}")
     print(f"replay hits      {total.replay_hits}")
+    print(f"cache hits       {total.cache_hits}")
     print(f"seconds saved    {total.seconds_saved:.3f}")
     print(f"tokens saved     {total.tokens_saved}")
     print(f"failures         {total.failures}")

@@ -37,6 +37,7 @@ __all__ = [
     "run_sources",
     "run_steps",
     "source_call",
+    "source_view",
 ]
 
 
@@ -46,9 +47,11 @@ def source_call(source: Any, method: str, *args: Any, **kw: Any) -> Any:
     return None if fn is None else fn(*args, **kw)
 
 
-def _source_view(source: Any, info: RunInfo) -> RunView:
-    status = info.status if info.status != source.name else "completed"
-    return RunView(info, source.name, source.name, status, info.metrics.steps)
+def source_view(source: Any, info: RunInfo) -> RunView:
+    """A run source's run as `runs` lists it (`source`: the source, or its name)."""
+    name = source if isinstance(source, str) else source.name
+    status = info.status if info.status != name else "completed"
+    return RunView(info, name, name, status, info.metrics.steps)
 
 
 def all_runs(store: Store, limit: int) -> list[RunView]:
@@ -57,7 +60,7 @@ def all_runs(store: Store, limit: int) -> list[RunView]:
     for source in run_sources():
         try:
             if present(source, store):
-                found += [_source_view(source, r) for r in source.list_runs(store, limit=limit)]
+                found += [source_view(source, r) for r in source.list_runs(store, limit=limit)]
         except Exception as exc:
             warn(source, exc)
     found.sort(key=lambda v: v.info.updated_at, reverse=True)

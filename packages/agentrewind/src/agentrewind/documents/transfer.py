@@ -279,7 +279,7 @@ def import_run(
                         "completed", 0, output=kept, created_at=time.time())  # fmt: skip
     store.begin_run(target)
     store.put_steps([record, *records], heads=doc.heads)
-    store.end_run(target, doc.status, RunMetrics(**doc.metrics))
+    store.end_run(target, doc.status, RunMetrics.from_dict(doc.metrics))
     return target
 
 

@@ -92,6 +92,8 @@ class CallJournal(Protocol):
     ) -> StepRecord: ...
 
     def _release(self, call: Call) -> None: ...
+    def write_totals(self) -> None: ...
+    async def awrite_totals(self) -> None: ...
     def _unrecord(self, call: Call, before: StepRecord | None) -> None: ...
 
     def _after_complete(self, call: Call, record: StepRecord) -> None: ...
@@ -245,26 +247,28 @@ class Call:
         and `raise` the marker is what the resume acts on, so it is durable first.
         """
         before = self.record
-        record = self._started_record()
-        if record is not None:
-            try:
+        try:
+            self.run.write_totals()  # the replays and failures before it, in case it never returns
+            record = self._started_record()
+            if record is not None:
                 self._put(record, durable=self.policy != "rerun")
-            except BaseException:
-                # It never ran: a retry must reuse this key and find what the store holds.
-                self.run._unrecord(self, before)
-                raise
+        except BaseException:
+            # It never ran: a retry must reuse this key and find what the store holds.
+            self.run._unrecord(self, before)
+            raise
 
     async def astart(self) -> None:
         """Async twin of `start`."""
         before = self.record
-        record = self._started_record()
-        if record is not None:
-            try:
+        try:
+            await self.run.awrite_totals()
+            record = self._started_record()
+            if record is not None:
                 await self._aput(record, durable=self.policy != "rerun")
-            except BaseException:
-                # It never ran: a retry must reuse this key and find what the store holds.
-                self.run._unrecord(self, before)
-                raise
+        except BaseException:
+            # It never ran: a retry must reuse this key and find what the store holds.
+            self.run._unrecord(self, before)
+            raise
 
     def _attempt(self, meta: dict[str, Any]) -> dict[str, Any]:
         """`meta` of a record of this call: its inputs, and the attempt it replaces if any."""

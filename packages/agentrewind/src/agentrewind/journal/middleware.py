@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ..documents.locating import Forked, crashed_source_runs, fork
 from ..errors import AdapterNotFoundError
+from ..numbers import run_numbers
 from ..plugins import load_failures, load_group
 from ..records import RunInfo, RunMetrics
 from ..serde import Redactor, Serializer
@@ -301,9 +302,13 @@ class Middleware(Durable):
         return await asyncio.to_thread(self.fork, run_id, at=at, to=to)
 
     def metrics(self, run_id: str) -> RunMetrics:
-        """Totals over every execution of the run (steps, replay hits, seconds/tokens saved)."""
-        info = self.store.get_run(run_id)
-        return RunMetrics() if info is None else info.metrics
+        """The run's figures over all its executions, as every surface shows them.
+
+        Steps are counted from its records; replays, failures, attempts, executions and the
+        seconds and tokens saved are the totals its executions wrote as they went (a killed
+        execution's too). Zeros for an unknown run. See `agentrewind.numbers`.
+        """
+        return run_numbers(self.store, run_id)
 
     def crashed_runs(self, *, limit: int = 1000) -> list[RunInfo]:
         """Runs whose owner died mid-run (status `crashed`), most recently updated first.

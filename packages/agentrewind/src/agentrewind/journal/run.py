@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import deque
@@ -27,16 +28,19 @@ from .cache import CacheSites, begin_cached, run_step
 from .call import EVENTS_KEPT, Call, CallEvent, IncompletePolicy, JournalSettings, Outcome, P
 from .index import all_records, aread_journal, journal_state, read_journal, site_of, stored
 from .inputs import KEY, InputMemory, Prepared
-from .lease import Ending, LeaseKeeper, check_draining, final_write, lost_error, refused_error
+from .lease import Ending, LeaseKeeper, check_draining, lost_error, refused_error
 from .notes import Notes, divergence_message, taken_over, warn_divergence, warn_rerun
 from .plain import astep_call, step_call
+from .totals import RunTotals
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
+
+log = logging.getLogger("agentrewind.journal")
 
 T = TypeVar("T")
 
 
-class Run:
+class Run(RunTotals):
     """One execution of a run: loads its journal, answers replays, records new calls.
 
     Get one from `Middleware.run(run_id)`; adapters find the active one with
@@ -60,8 +64,9 @@ class Run:
         self.ttl = ttl
         self.lease_ttl = lease_ttl
         self.owner = make_lease_owner()
-        self.metrics = RunMetrics()
+        self.metrics = RunMetrics(executions=1)
         """What this execution did (the store keeps the totals over all executions)."""
+        self._written = RunMetrics(executions=1)  # what the store holds of it (totals.py)
         self.events: deque[CallEvent] = deque(maxlen=EVENTS_KEPT)
         """The last `EVENTS_KEPT` (1,000) calls of this execution, in order, with outcomes."""
         self.status = "completed"
@@ -76,6 +81,7 @@ class Run:
         self._keeper: LeaseKeeper | None = None
         self._lease_at = 0.0
         self._observers = observers()  # OpenTelemetry spans when installed (telemetry.py)
+        self.totals: RunMetrics | None = None  # `numbers()` at its end, for observers only
         self._notes = Notes()  # replays and divergence, noted on records for viewers
         self.input_memory = InputMemory()  # where this execution stored its chat messages
 
@@ -161,38 +167,39 @@ class Run:
             self.status = "failed"
         if self._lease_lost():
             self._emit("lease_lost")
-        self._emit("run_ended")
 
     def _close(self, failed: bool, *, ending: Ending = "normal") -> None:
         # unreachable: write nothing (each would wait again; `crashed`); interrupted: lease only
         self._stop_keeper(failed)
         if ending == "unreachable":
             retire_lease_owner(self.owner)
+            self._ended(False)
             return
-        store = self.middleware.store
+        wrote = False
         try:
             if not (self._lease_lost() or ending == "interrupted"):
-                with final_write(failed):
-                    store.end_run(self.run_id, self.status, self.metrics, owner=self.owner)
+                wrote = self._write_end(failed)
         finally:
             self._drop_lease()
+            self._ended(wrote)
 
     async def _aclose(self, failed: bool, *, ending: Ending = "normal") -> None:
         self._stop_keeper(failed, wait=False)
         if ending == "unreachable":  # as in `_close`
             retire_lease_owner(self.owner)
+            self._ended(False)
             return
         if self._keeper is not None and self._keeper.is_alive():
             # A renewal may be in flight: wait for it off the event loop, so it cannot write
             # the lease back after the release below.
             await asyncio.get_running_loop().run_in_executor(None, self._keeper.join, 2.0)
-        store = self.middleware.store
+        wrote = False
         try:
             if not (self._lease_lost() or ending == "interrupted"):
-                with final_write(failed):
-                    await store.aend_run(self.run_id, self.status, self.metrics, owner=self.owner)
+                wrote = await self._awrite_end(failed)
         finally:
             await self._adrop_lease()
+            await self._aended(wrote)
 
     # -- helpers for adapters that write their own records -----------------------------------
     def records(self) -> list[StepRecord]:
@@ -332,6 +339,9 @@ class Run:
             with self._lock:
                 self.metrics.reruns += 1
             warn_rerun(self.run_id, key)
+        if call.prior is not None:  # a failed or killed attempt runs again
+            with self._lock:
+                self.metrics.attempts += 1
         begin_cached(self, call, key_input, cache)  # a `wrap(cache=[...])` site
         return call
 

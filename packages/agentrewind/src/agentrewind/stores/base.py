@@ -130,6 +130,8 @@ class Store(abc.ABC):
             run_id: The run.
             ttl: Seconds the run lives after its last write; `None` keeps the current setting.
             owner: The writer's lease owner token: fences the write (see the class docstring).
+                An execution of the run opens it with its owner, which counts one more in
+                `metrics.executions`.
         """
 
     @abc.abstractmethod

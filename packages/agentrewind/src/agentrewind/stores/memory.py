@@ -106,6 +106,8 @@ class MemoryStore(Store):
             if ttl is not None:
                 run.ttl = ttl
             run.info.status = "running"
+            if owner is not None:  # an execution opening the run
+                run.info.metrics.executions += 1
             self._touch(run, now)
             return _copy(run, None)
 

@@ -13,11 +13,13 @@ from typing import Any
 from ..cli import sources as _sources
 from ..cli import views as _views
 from ..cli.listing import refs
+from ..cli.status import RunView, describe
 from ..cli.views import generic_nodes
 from ..diff import diff_states
 from ..documents import RunNotFoundError
 from ..documents.locating import find_step, labels
 from ..journal.inputs import inputs_of
+from ..numbers import with_steps
 from ..records import RunInfo, RunMetrics, StepRecord
 from ..stores import Store
 from ..stores.urls import redact_url
@@ -79,36 +81,28 @@ def store_info(store: Store) -> dict[str, Any]:
     }
 
 
-def _status(store: Store, info: RunInfo, source: str) -> str:
-    if source != "agentrewind":  # the source's own word (a LangGraph thread: paused, crashed...)
-        return info.status if info.status != source else "completed"
-    if info.status == "running":
-        # A store that can tell whether the lease is still held says `crashed` for a run whose
-        # owner is gone; the others can only say `running`.
-        lease = getattr(store, "get_lease", None)
-        if callable(lease) and lease(info.run_id) is None:
-            return "crashed"
-    return info.status
+def _view(store: Store, source: str, info: RunInfo) -> RunView:
+    """The run as `agentrewind runs` lists it: the same status and step count."""
+    if source == "agentrewind":
+        return describe(store, [info])[0]
+    return _sources.source_view(source, info)
 
 
-def _run_json(store: Store, source: str, info: RunInfo, steps: int | None = None) -> dict[str, Any]:
+def _run_json(store: Store, v: RunView) -> dict[str, Any]:
+    source, info = v.source, v.info
     kind = LANGGRAPH if source == "langgraph" else JOURNAL
     if source == "agentrewind" and store.get_heads(info.run_id):
         kind = TIMELINE
     elif source not in ("agentrewind", "langgraph"):
         kind = source
-    m = info.metrics
+    m = with_steps(info, v.steps)  # the figures `runs`, `metrics` and OpenTelemetry show
     return {
         "run_id": info.run_id,
         "source": source,
         "kind": kind,
-        "status": _status(store, info, source),
+        "status": v.status,
         "cancelled_at": info.meta.get("cancelled_at"),
-        "steps": m.steps if steps is None else steps,
-        "replay_hits": m.replay_hits,
-        "tokens_saved": m.tokens_saved,
-        "seconds_saved": m.seconds_saved,
-        "failures": m.failures,
+        **m.as_dict(),
         "created_at": info.created_at,
         "updated_at": info.updated_at,
         # A framework's own words on where the run stands (LangGraph: the node raising, the
@@ -123,8 +117,7 @@ def list_runs(store: Store, limit: int = 500) -> list[dict[str, Any]]:
     views = _sources.all_runs(store, limit)
     names = refs(views)
     for v in views:
-        source, info = v.source, v.info
-        row = _run_json(store, source, info) | {"ref": names[id(v)]}
+        row = _run_json(store, v) | {"ref": names[id(v)]}
         if row["kind"] in (TIMELINE, LANGGRAPH) and not row["steps"]:
             row["steps"] = len(run_steps(store, row["ref"])[1])  # checkpoints are not calls
         out.append(row)
@@ -217,7 +210,7 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
         RunNotFoundError: No store or run source knows the run.
     """
     source, info, steps = _find(store, run_id)
-    run = _run_json(store, source, info, steps=None)
+    run = _run_json(store, _view(store, source, info))
     heads = _heads(store, source, info.run_id)
     return {
         "run": run,
@@ -311,8 +304,7 @@ def metrics(store: Store, run_id: str | None = None, limit: int = 500) -> dict[s
             raise RunNotFoundError(f"no run {run_id!r} in this store")
     else:
         runs = list_runs(store, limit)
-    total = {k: sum(r[k] for r in runs) for k in ("steps", "replay_hits", "tokens_saved",
-                                                  "seconds_saved", "failures")}  # fmt: skip
+    total = {k: sum(r[k] for r in runs) for k in RunMetrics().as_dict()}
     series = sorted(runs, key=lambda r: r["updated_at"])
     return {"runs": len(runs), "total": total, "series": series}
 

@@ -15,19 +15,10 @@ def run_info(row: tuple[Any, ...]) -> RunInfo:
     """A `RunInfo` from a row of `RUN_COLUMNS`."""
     run_id, status, created, updated, expires, metrics = row
     try:
-        m = RunMetrics(**(metrics if isinstance(metrics, dict) else json.loads(metrics)))
+        # numeric sums come back as Decimal/int from jsonb: from_dict keeps the dataclass's types
+        m = RunMetrics.from_dict(metrics if isinstance(metrics, dict) else json.loads(metrics))
     except (ValueError, TypeError) as exc:
         raise StoreError(f"run metrics are not readable: {exc}") from exc
-    # numeric sums come back as Decimal/int from jsonb: keep the dataclass's types
-    m = RunMetrics(
-        steps=int(m.steps),
-        replay_hits=int(m.replay_hits),
-        seconds_saved=float(m.seconds_saved),
-        tokens_saved=int(m.tokens_saved),
-        failures=int(m.failures),
-        reruns=int(m.reruns),
-        cache_hits=int(m.cache_hits),
-    )
     return RunInfo(
         run_id,
         status,

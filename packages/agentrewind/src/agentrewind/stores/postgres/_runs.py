@@ -39,6 +39,7 @@ class PostgresRuns(PostgresLeases):
 
     def _begin_run(self, run_id: str, ttl: float | None, owner: str | None) -> PgFlow[RunInfo]:
         args = {"run": run_id, "now": time.time(), "ttl": ttl, "runs": [run_id]}
+        args["count"] = int(owner is not None)  # an execution opening it: metrics.executions
         args |= {"ns": self.namespace, "runs_of": [], "keys": [], "branches": []}
         rows = yield from self._fenced_flow(run_id, owner, (self.sql("UPSERT_RUN"), args), None, 0)
         return run_info(rows[0])

@@ -137,11 +137,15 @@ TOUCH_EVERY = 0.1
 
 RUN_COLUMNS = "run_id, status, created_at, updated_at, expires_at, metrics"
 UPSERT_RUN = f"""WITH {_EXPIRED}
-INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl, expires_at)
-    VALUES (%(ns)s, %(run)s, 'running', %(now)s, %(now)s, %(ttl)s, %(now)s + %(ttl)s)
+INSERT INTO {{s}}.ar_runs AS r (ns, run_id, status, created_at, updated_at, ttl, expires_at,
+        metrics)
+    VALUES (%(ns)s, %(run)s, 'running', %(now)s, %(now)s, %(ttl)s, %(now)s + %(ttl)s,
+        jsonb_build_object('executions', %(count)s::int))
     ON CONFLICT (ns, run_id) DO UPDATE SET status = 'running', updated_at = excluded.updated_at,
         created_at = CASE WHEN {_GONE} THEN excluded.created_at ELSE r.created_at END,
-        metrics = CASE WHEN {_GONE} THEN '{{}}'::jsonb ELSE r.metrics END,
+        metrics = CASE WHEN {_GONE} THEN excluded.metrics ELSE jsonb_set(r.metrics,
+            '{{executions}}', to_jsonb(coalesce((r.metrics->>'executions')::numeric, 0)
+                                      + %(count)s::int)) END,
         ttl = coalesce(excluded.ttl, CASE WHEN {_GONE} THEN NULL ELSE r.ttl END),
         expires_at = excluded.updated_at
             + coalesce(excluded.ttl, CASE WHEN {_GONE} THEN NULL ELSE r.ttl END)

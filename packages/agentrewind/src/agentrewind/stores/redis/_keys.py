@@ -153,13 +153,19 @@ end
 )
 
 # KEYS: run data keys, then the lease. ARGV: owner ('' unfenced), now,
-# ttl_ms ('' keeps the current one), status.
+# ttl_ms ('' keeps the current one), status, '1' to count an execution (metrics.executions).
 BEGIN_RUN = (
     _fence(False)
     + _TOUCH
     + """
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], 'ttl_ms', ARGV[2]) end
 redis.call('HSET', KEYS[4], 'status', ARGV[3])
+if ARGV[4] == '1' then
+  local cur = redis.call('HGET', KEYS[4], 'metrics')
+  local total = cur and cjson.decode(cur) or {}
+  total['executions'] = (total['executions'] or 0) + 1
+  redis.call('HSET', KEYS[4], 'metrics', cjson.encode(total))
+end
 """
     + _REFRESH_TTL
     + "return redis.call('HGETALL', KEYS[4])"

@@ -208,7 +208,7 @@ def run_info(run_id: str, raw: dict[bytes, bytes], holder: bytes | None = b"") -
         meta = cancel_meta(lease) if status == "cancelled" else {}
     ttl_ms = get("ttl_ms")
     metrics_text = get("metrics")
-    metrics = RunMetrics(**json.loads(metrics_text)) if metrics_text else RunMetrics()
+    metrics = RunMetrics.from_dict(json.loads(metrics_text)) if metrics_text else RunMetrics()
     return RunInfo(
         run_id=run_id,
         status=status,

@@ -268,7 +268,9 @@ class RedisStore(RedisIO, Store):
         if owner is not None:
             safety.check_alive(self, run_id)
         now = time.time()
-        raw = self._fenced("BEGIN_RUN", run_id, owner, [now, ttl_ms, "running"], now)
+        raw = self._fenced(
+            "BEGIN_RUN", run_id, owner, [now, ttl_ms, "running", "1" if owner else "0"], now
+        )
         it = iter(raw)
         return run_info(run_id, dict(zip(it, it, strict=True)))
 

@@ -31,6 +31,8 @@ UPSERT_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at,
     ON CONFLICT (ns, run_id) DO UPDATE SET
         status = ?3, updated_at = ?4, ttl = coalesce(?5, ttl),
         expires_at = CASE WHEN coalesce(?5, ttl) IS NULL THEN NULL ELSE ?4 + coalesce(?5, ttl) END"""
+COUNT_EXECUTION = """UPDATE ar_runs SET metrics = json_set(metrics, '$.executions',
+    coalesce(json_extract(metrics, '$.executions'), 0) + 1) WHERE ns = ?1 AND run_id = ?2"""
 TOUCH_RUN = """INSERT INTO ar_runs (ns, run_id, status, created_at, updated_at)
     VALUES (?1, ?2, 'running', ?3, ?3)
     ON CONFLICT (ns, run_id) DO UPDATE SET updated_at = ?3,

@@ -124,6 +124,8 @@ class SQLiteStore(Store):
             self._fence_txn(conn, run_id, owner, now, needs_run=False)
             self._drop_expired_txn(conn, self.namespace, run_id, now)
             conn.execute(_sql.UPSERT_RUN, (self.namespace, run_id, "running", now, ttl))
+            if owner is not None:  # an execution opening the run: metrics.executions
+                conn.execute(_sql.COUNT_EXECUTION, (self.namespace, run_id))
             row = conn.execute(_sql.GET_RUN, (self.namespace, run_id, now)).fetchone()
         return _run_info(row, None)
 
@@ -348,7 +350,7 @@ def _decode(run_id: str, key: str, data: bytes) -> StepRecord:
 
 def _metrics(text: str) -> RunMetrics:
     try:
-        return RunMetrics(**json.loads(text))
+        return RunMetrics.from_dict(json.loads(text))
     except (ValueError, TypeError) as exc:
         raise StoreError(f"run metrics are not readable: {exc}") from exc
 

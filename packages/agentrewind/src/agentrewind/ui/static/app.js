@@ -370,7 +370,7 @@ async function metricsPage(token) {
   render(h("h1", {}, "Metrics"), h("div", { class: "cards" }, [["runs", m.runs], ["steps", t.steps], ["replay hits", t.replay_hits],
     ["tokens saved", t.tokens_saved], ["time saved", secs(t.seconds_saved)], ["failures", t.failures]]
     .map(([k, v]) => h("div", { class: "card", "data-metric": k }, h("b", {}, v), k))),
-  h("h2", {}, "Per run (oldest first)"), barChart(m.series, "steps", "steps recorded"), barChart(m.series, "replay_hits", "replay hits"),
+  h("h2", {}, "Per run (oldest first)"), barChart(m.series, "steps", "steps"), barChart(m.series, "replay_hits", "replay hits"),
   h("h2", {}, "Savings over time"), lineChart(m.series, "seconds_saved", "time saved", secs),
   lineChart(m.series, "tokens_saved", "tokens saved", (x) => String(x)));
 }
