@@ -7,11 +7,13 @@ whose id and output are crafted markup. Screenshots of every page land in `.arti
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -251,6 +253,32 @@ def test_a_crashed_run_says_how_to_resume_it(page: Any, viewer: tuple[ViewerServ
     page.locator("[data-testid=chart-calls]").wait_for()
     assert page.locator("[data-testid=resume-hint]").count() == 0
     assert "time since the first call" in page.locator("[data-testid=chart-calls]").inner_html()
+
+
+def test_a_failed_attempt_shows_its_error_and_inputs_beside_the_runs_figures(
+    page: Any, viewer: tuple[ViewerServer, str]
+) -> None:
+    server, demo = viewer
+    page.goto(f"{server.url}runs/{demo}")
+    page.locator("[data-testid=waterfall]").wait_for()
+    # the figures the cards show are the API's (the same `runs` and `metrics` print)
+    with urllib.request.urlopen(f"{server.url}api/runs/{demo}", timeout=10) as resp:
+        run = json.loads(resp.read())["run"]
+    cards = {k: page.locator(f"[data-figure='{k}'] b").inner_text() for k in
+             ("executions", "steps", "attempts", "replay hits", "failures")}  # fmt: skip
+    assert cards == {"executions": "2", "steps": "4", "attempts": "1", "replay hits": "2",
+                     "failures": "1"}  # fmt: skip
+    assert (run["executions"], run["steps"], run["attempts"]) == (2, 4, 1)
+    failed = page.locator("tr[data-outcome=failed]")
+    assert failed.count() == 1  # the first attempt of send_receipt, kept beside its retry
+    failed.locator("a").first.click()
+    page.locator("[data-testid=step]").wait_for()
+    error = page.locator("[data-testid=step] .error").inner_text()
+    assert "ConnectionError: mail API timed out" in error
+    inputs = page.locator("[data-testid=inputs-output] >> nth=0").inner_text()
+    # what it was called with: the order (collapsed) and the charge id
+    assert "Inputs" in inputs and "args: [2]" in inputs and f'"ch_{demo}"' in inputs
+    shot(page, "failed-attempt")
 
 
 def test_queues_page_and_queued_runs(page: Any, viewer: tuple[ViewerServer, str]) -> None:

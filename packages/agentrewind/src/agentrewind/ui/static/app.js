@@ -169,8 +169,9 @@ async function runPage(token, runId, stepId) {
   const run = data.run;
   const detail = h("div");
   const nodes = [...runHeader(run, "calls"), h("div", { class: "cards" },
-    [["steps", run.steps], ["replay hits", run.replay_hits], ["tokens saved", run.tokens_saved],
-      ["time saved", secs(run.seconds_saved)], ["failures", run.failures]].map(([k, v]) => h("div", { class: "card" }, h("b", {}, v), k)))];
+    [["executions", run.executions], ["steps", run.steps], ["attempts", run.attempts], ["replay hits", run.replay_hits],
+      ["tokens saved", run.tokens_saved], ["time saved", secs(run.seconds_saved)], ["failures", run.failures]]
+      .map(([k, v]) => h("div", { class: "card", "data-figure": k }, h("b", {}, v), k)))];
   if (run.status === "crashed") { // its process died: say how it comes back
     nodes.push(h("div", { class: "hint", "data-testid": "resume-hint" },
       h("b", {}, "This run's process died mid-run. "), "Finished calls replay when it resumes: run the same code with run id ",
