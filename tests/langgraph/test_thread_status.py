@@ -118,6 +118,45 @@ def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path:
         assert {r["run_id"]: r["status"] for r in api.list_runs(store)}["killed"] == "completed"
 
 
+def test_a_writer_on_another_host_reads_crashed_once_its_heartbeat_lapses(
+    saver_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrewind_langgraph import _writers
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    # A thread stopped at a static interrupt by a process that exited: no mark, paused.
+    proc = subprocess.Popen([sys.executable, str(script), saver_url, "static", str(tmp_path)])
+    assert proc.wait(timeout=120) == 0
+
+    def status() -> str:
+        listed = batch(["runs", "--json", "--store", saver_url])[0].ok().json()
+        return {r["run_id"]: r["status"] for r in listed}["static"]  # type: ignore[union-attr]
+
+    assert status() == "paused"
+    # A writer on another host (its pid cannot be checked here) marks it: its heartbeat alone
+    # says whether it lives.
+    other = "elsewhere.example:4242:0badcafe"
+    with agentrewind.connect(saver_url) as store:
+        store.acquire_lease(_writers.mark_name("static"), other, _writers.MARK_TTL)
+        store.acquire_lease(_writers.beat_name("static"), other, 1.0)
+        assert status() == "running"
+        time.sleep(1.2)  # its heartbeat lapses: the writer is gone
+        assert status() == "crashed"
+    # A process that writes the thread again takes the dead writer's mark over, and its marks'
+    # thread renews its heartbeat while it holds the mark.
+    monkeypatch.setattr(_writers, "BEAT_TTL", 0.6)
+    with agentrewind.connect(saver_url) as store:
+        marks = _writers.WriterMarks(store)
+        marks.mark("static")
+        time.sleep(1.5)  # more than two heartbeats' lives
+        assert _writers.thread_writer(store, "static") == (marks.owner, True)
+        assert status() == "running"
+        marks.close()
+        assert _writers.thread_writer(store, "static") == ("", False)
+    assert status() == "paused"
+
+
 def test_checkpoints_in_langgraphs_words(saver_url: str) -> None:
     url = saver_url
     with RewindSaver(url) as saver:

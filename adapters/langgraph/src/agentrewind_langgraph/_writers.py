@@ -9,9 +9,14 @@ thread's graph finishes, and every mark when it closes or its interpreter exits.
 unfinished thread then reads
 
 - `running` while its mark names a live process (or a `lease=True` saver holds its lease),
-- `crashed` when the mark names a process that is gone (on this host: at once; on another host
-  once the mark expires, `MARK_TTL` after the writer's last checkpoint),
+- `crashed` when the mark names a process that is gone: on this host at once (its pid is
+  gone); on another host once its heartbeat lapses (`BEAT_TTL` after the last one),
 - `paused` when there is no mark (the saver stopped on purpose, as at a static interrupt).
+
+The heartbeat is a second entry, `langgraph-writer-beat:<thread_id>`, that the marks' thread
+renews every `BEAT_TTL / 3` seconds while the process holds the mark; the mark itself lasts
+`MARK_TTL` (renewed with the thread's checkpoints), so a writer that died on another host
+reads `crashed` for that long, then `paused`.
 
 A mark is not a lock: a second saver writing the thread meanwhile leaves the first one's mark
 in place. With `lease=True` the thread's lease is the mark.
@@ -30,15 +35,23 @@ from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, r
 
 from ._lease import lease_name
 
-__all__ = ["MARK_TTL", "WriterMarks", "mark_name", "thread_writer", "writer_of"]
+__all__ = ["BEAT_TTL", "MARK_TTL", "WriterMarks", "beat_name", "mark_name", "thread_writer",
+           "writer_of"]  # fmt: skip
 
-MARK_TTL = 3600.0
+MARK_TTL = 7 * 86400.0
 """Seconds a mark lasts after the checkpoint that last renewed it (renewed at most each half)."""
+BEAT_TTL = 60.0
+"""Seconds a writer's heartbeat lasts; its marks' thread renews it every third of that."""
 
 
 def mark_name(thread_id: str) -> str:
     """The mark's name in the store's lease table."""
     return f"langgraph-writer:{thread_id}"
+
+
+def beat_name(thread_id: str) -> str:
+    """The heartbeat's name in the store's lease table."""
+    return f"langgraph-writer-beat:{thread_id}"
 
 
 def writer_of(store: Store, name: str) -> str:
@@ -86,8 +99,10 @@ class WriterMarks:
         self._marked: dict[str, float] = {}  # thread id -> monotonic time of the last mark
         self._lock = threading.Lock()
         self._todo: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
-        self._worker: threading.Thread | None = None
-        self._at_exit = weakref.finalize(self, _release, store, self.owner, self._marked)
+        self._workers: list[threading.Thread] = []  # the marks' thread, once started
+        self._at_exit = weakref.finalize(
+            self, _release, store, self.owner, self._marked, self._todo, self._workers
+        )
 
     def mark(self, thread_id: str, finished: bool = False) -> None:
         """Note a checkpoint of `thread_id` by this process.
@@ -110,49 +125,97 @@ class WriterMarks:
             else:
                 self._marked[thread_id] = now
                 op = "mark"
-            if self._worker is None:
-                self._worker = threading.Thread(
+            if not self._workers:
+                worker = threading.Thread(
                     target=self._work, name="agentrewind-lg-marks", daemon=True
                 )
-                self._worker.start()
+                worker.start()
+                self._workers.append(worker)
         self._todo.put((op, thread_id))
 
     def _work(self) -> None:
-        while (item := self._todo.get()) is not None:
-            op, thread_id = item
+        every = BEAT_TTL / 3
+        beat_at = time.monotonic() + every
+        while True:
             try:
-                if op == "mark":
-                    self.store.acquire_lease(mark_name(thread_id), self.owner, MARK_TTL)
-                else:
-                    self.store.release_lease(mark_name(thread_id), self.owner)
-            except Exception:
-                if op == "mark":
-                    with self._lock:
-                        self._marked.pop(thread_id, None)
+                item = self._todo.get(timeout=max(beat_at - time.monotonic(), 0.0))
+            except queue.Empty:
+                item = ("beat", "")
+            if item is None:
+                return
+            op, thread_id = item
+            if op == "beat" or time.monotonic() >= beat_at:
+                self._beat()
+                beat_at = time.monotonic() + every
+            if op != "beat":
+                self._apply(op, thread_id)
+
+    def _apply(self, op: str, thread_id: str) -> None:
+        store, owner = self.store, self.owner
+        try:
+            if op == "mark":
+                beat, mark = beat_name(thread_id), mark_name(thread_id)
+                beating = writer_of(store, beat)
+                store.acquire_lease(beat, owner, BEAT_TTL)  # first: a marked writer beats
+                taken, holder, _ = store.acquire_lease(mark, owner, MARK_TTL)
+                if not taken and holder and beating != holder:  # its writer died elsewhere
+                    store.take_lease(mark, owner, MARK_TTL, holder=holder)
+            else:
+                store.release_lease(mark_name(thread_id), owner)
+                store.release_lease(beat_name(thread_id), owner)
+        except Exception:
+            if op == "mark":
+                with self._lock:
+                    self._marked.pop(thread_id, None)
+
+    def _beat(self) -> None:
+        """Renew the heartbeat of every thread this process marks (a failed one is retried)."""
+        with self._lock:
+            threads = list(self._marked)
+        for thread_id in threads:
+            with contextlib.suppress(Exception):
+                self.store.acquire_lease(beat_name(thread_id), self.owner, BEAT_TTL)
 
     def close(self) -> None:
         """Remove every mark of this saver: its threads stopped on purpose."""
-        if self._worker is not None:
-            self._todo.put(None)
-            self._worker.join(timeout=5.0)
         self._at_exit()
 
 
-def _release(store: Store, owner: str, marked: dict[str, float]) -> None:
+def _release(
+    store: Store,
+    owner: str,
+    marked: dict[str, float],
+    todo: queue.SimpleQueue[tuple[str, str] | None],
+    workers: list[threading.Thread],
+) -> None:
+    # The marks' thread first writes what it was given (a mark written after its release
+    # would outlive this process), then every mark is removed.
+    for worker in workers:
+        todo.put(None)
+        worker.join(timeout=5.0)
     threads = list(marked)
     marked.clear()
     try:
         for thread_id in threads:
             with contextlib.suppress(Exception):
                 store.release_lease(mark_name(thread_id), owner)
+                store.release_lease(beat_name(thread_id), owner)
     finally:
         retire_lease_owner(owner)
 
 
 def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
-    """`(holder, live)` of the thread's lease, else of its writer mark; `('', False)`: none."""
-    for name in (lease_name(thread_id), mark_name(thread_id)):
-        holder = writer_of(store, name)
-        if holder:
-            return holder, not lease_owner_is_dead(holder)
+    """`(holder, live)` of the thread's lease, else of its writer mark; `('', False)`: none.
+
+    A mark's holder is live while its process exists (on this host) and its heartbeat is
+    renewed (a process on another host, whose pid cannot be checked, shows only by that).
+    """
+    holder = writer_of(store, lease_name(thread_id))
+    if holder:
+        return holder, not lease_owner_is_dead(holder)
+    holder = writer_of(store, mark_name(thread_id))
+    if holder:
+        return holder, not lease_owner_is_dead(holder) and (
+            writer_of(store, beat_name(thread_id)) == holder
+        )
     return "", False
