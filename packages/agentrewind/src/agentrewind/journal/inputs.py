@@ -71,6 +71,8 @@ def _common(a: bytes, b: bytes) -> int:
     n = min(len(a), len(b)) // _DIGEST
     if a[: n * _DIGEST] == b[: n * _DIGEST]:
         return n
+    if n > 1 and a[: (n - 1) * _DIGEST] == b[: (n - 1) * _DIGEST]:
+        return n - 1  # the usual chat: the history, then a new message
     lo, hi = 0, n  # a[:lo] matches, a[:hi] does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
