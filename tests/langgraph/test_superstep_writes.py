@@ -8,6 +8,7 @@ first is still open, so they are in the store, not only in the first saver's mem
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,15 +29,35 @@ PULL = "~__pregel_pull, n0"  # the path of a task LangGraph runs for a triggered
 MARKS_THREAD = "agentrewind-lg-marks"  # the saver's writer marks (`_writers`)
 
 
+def _packed(command: Any) -> bytes:
+    """A Redis request as bytes (what `send_packed_command` is given), else b''."""
+    if isinstance(command, bytes | bytearray | memoryview):
+        return bytes(command)
+    if isinstance(command, list | tuple):
+        return b"".join(bytes(c) for c in command if isinstance(c, bytes | bytearray | memoryview))
+    return b""
+
+
+def _in_marks_task() -> bool:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return False
+    return task is not None and task.get_name() == MARKS_THREAD
+
+
 @contextmanager
 def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
     """Count the saver's store writes: commits, Redis requests or Postgres transactions."""
     n = [0]
     lock = threading.Lock()
 
-    def bump(*_: Any) -> None:
-        if threading.current_thread().name == MARKS_THREAD:
+    def bump(*args: Any) -> None:
+        if threading.current_thread().name == MARKS_THREAD or _in_marks_task():
             return  # the writer marks: off the checkpoint's path (see `_writers`)
+        if args and b"langgraph-writer" in _packed(args[0]):
+            return  # the same, sent from a worker thread of the marks' task
+
         with lock:
             n[0] += 1
 
@@ -61,7 +82,7 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
         areal = atarget.send_packed_command
 
         async def acounted(*args: Any, **kw: Any) -> Any:
-            bump()
+            bump(*args[1:2])  # the connection, then the request
             return await areal(*args, **kw)
 
         atarget.send_packed_command = acounted
@@ -80,7 +101,7 @@ def count_writes(saver: RewindSaver) -> Iterator[list[int]]:
 
     def counted(*args: Any, **kw: Any) -> Any:
         if kw.get("write", True):
-            bump()
+            bump(*args[1:2])
         return real(*args, **kw)
 
     setattr(target, name, counted)

@@ -5,6 +5,7 @@ payload, the next nodes) and hide its internal channels unless asked."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -116,6 +117,60 @@ def test_killed_running_paused_and_interrupted_threads(saver_url: str, tmp_path:
     assert out["items"] == ["a", "b"] and ran == ["b"]
     with agentrewind.connect(url) as store:
         assert {r["run_id"]: r["status"] for r in api.list_runs(store)}["killed"] == "completed"
+
+
+def test_a_thread_written_through_the_async_api_reads_crashed_when_killed(
+    saver_url: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(
+        CHILD.replace(
+            'graph.invoke({"items": []}, {"configurable": {"thread_id": thread}})',
+            "import asyncio\n"
+            'asyncio.run(graph.ainvoke({"items": []}, {"configurable": {"thread_id": thread}}))',
+        )
+    )
+    assert "ainvoke" in script.read_text()
+    flag = tmp_path / "flag"
+    proc = subprocess.Popen([sys.executable, str(script), saver_url, "async-killed", str(flag)])
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        listed = batch(["runs", "--json", "--store", saver_url])[0].ok().json()
+        assert [(r["run_id"], r["status"]) for r in listed] == [("async-killed", "running")]  # type: ignore[union-attr]
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    crashed = batch(["runs", "--json", "--status", "crashed", "--store", saver_url])[0]
+    assert [r["run_id"] for r in crashed.ok().json()] == ["async-killed"]  # type: ignore[union-attr]
+
+
+async def test_the_async_api_marks_on_the_loop_and_removes_its_marks_at_aclose(
+    saver_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrewind_langgraph import _writers
+
+    monkeypatch.setattr(_writers, "BEAT_TTL", 0.6)
+    b = StateGraph(State)
+    b.add_node("a", lambda s: {"items": ["a"]})
+    b.add_node("b", lambda s: {"items": ["b"]})
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", END)
+    async with RewindSaver(saver_url) as saver:
+        graph = b.compile(checkpointer=saver, interrupt_before=["b"])
+        await graph.ainvoke({"items": []}, cfg("stopped"))
+        marks = saver._writers
+        assert marks is not None and not marks._workers  # no thread was started
+        await asyncio.sleep(1.5)  # its heartbeat outlives two of its lives: the task renews it
+        assert _writers.writer_of(saver.store, _writers.beat_name("stopped")) == marks.owner
+        assert _writers.thread_writer(saver.store, "stopped") == (marks.owner, True)
+    with agentrewind.connect(saver_url) as store:
+        assert _writers.thread_writer(store, "stopped") == ("", False)  # stopped on purpose
+    listed = batch(["runs", "--json", "--store", saver_url])[0].ok().json()
+    assert [(r["run_id"], r["status"]) for r in listed] == [("stopped", "paused")]  # type: ignore[union-attr]
 
 
 def test_a_writer_on_another_host_reads_crashed_once_its_heartbeat_lapses(

@@ -24,6 +24,7 @@ in place. With `lease=True` the thread's lease is the mark.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import threading
@@ -31,13 +32,23 @@ import time
 import weakref
 from typing import Any
 
-from agentrewind.adapters import Store, lease_owner_is_dead, make_lease_owner, retire_lease_owner
+from agentrewind.adapters import (
+    Store,
+    lease_owner_is_dead,
+    lease_owner_is_local,
+    make_lease_owner,
+    retire_lease_owner,
+)
 
 from ._lease import lease_name
 
-__all__ = ["BEAT_TTL", "MARK_TTL", "WriterMarks", "beat_name", "mark_name", "thread_writer",
-           "writer_of"]  # fmt: skip
+__all__ = [
+    "BEAT_TTL", "MARKS", "MARK_TTL", "WriterMarks", "beat_name", "mark_name", "thread_writer",
+    "writer_of",
+]  # fmt: skip
 
+MARKS = "agentrewind-lg-marks"
+"""The name of the marks' thread (the sync API) and of the marks' task (the async API)."""
 MARK_TTL = 7 * 86400.0
 """Seconds a mark lasts after the checkpoint that last renewed it (renewed at most each half)."""
 BEAT_TTL = 60.0
@@ -100,6 +111,9 @@ class WriterMarks:
         self._lock = threading.Lock()
         self._todo: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []  # the marks' thread, once started
+        # The async API's marks' task: (its loop, its queue, the task), one loop at a time.
+        self._tasks: tuple[Any, asyncio.Queue[tuple[str, str] | None], asyncio.Task[None]] | None
+        self._tasks = None
         self._at_exit = weakref.finalize(
             self, _release, store, self.owner, self._marked, self._todo, self._workers
         )
@@ -112,26 +126,101 @@ class WriterMarks:
         in flight hold one. Never fails the checkpoint: a store that cannot take the mark
         leaves the thread unmarked (it reads `paused`, not `crashed`, if this process dies).
         """
-        now = time.monotonic()
         with self._lock:
-            last = self._marked.get(thread_id)
-            if finished:
-                if last is None:
-                    return
-                del self._marked[thread_id]
-                op = "release"
-            elif last is not None and now - last < MARK_TTL / 2:
+            op = self._decide(thread_id, finished)
+            if op is None:
                 return
-            else:
-                self._marked[thread_id] = now
-                op = "mark"
             if not self._workers:
-                worker = threading.Thread(
-                    target=self._work, name="agentrewind-lg-marks", daemon=True
-                )
+                worker = threading.Thread(target=self._work, name=MARKS, daemon=True)
                 worker.start()
                 self._workers.append(worker)
         self._todo.put((op, thread_id))
+
+    def _decide(self, thread_id: str, finished: bool) -> str | None:
+        """`mark`, `release` or nothing to write for a checkpoint (under `_lock`)."""
+        now = time.monotonic()
+        last = self._marked.get(thread_id)
+        if finished:
+            if last is None:
+                return None
+            del self._marked[thread_id]
+            return "release"
+        if last is not None and now - last < MARK_TTL / 2:
+            return None
+        self._marked[thread_id] = now
+        return "mark"
+
+    def amark(self, thread_id: str, finished: bool = False) -> None:
+        """`mark` for the async API: the marks' task writes it on the running loop.
+
+        No thread is started: a task named like the marks' thread, one per event loop, writes
+        the marks in order, off the checkpoint's path, and renews their heartbeats every
+        `BEAT_TTL / 3` while the loop runs (a writer on another host whose loop stopped then
+        reads `crashed` once they lapse; on this host its pid tells).
+        """
+        with self._lock:
+            op = self._decide(thread_id, finished)
+        if op is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self._tasks is None or self._tasks[0] is not loop or self._tasks[2].done():
+            todo: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+            task = loop.create_task(self._atasks(todo), name=MARKS)
+            self._tasks = (loop, todo, task)
+        self._tasks[1].put_nowait((op, thread_id))
+
+    async def _atasks(self, todo: asyncio.Queue[tuple[str, str] | None]) -> None:
+        every = BEAT_TTL / 3
+        beat_at = time.monotonic() + every
+        while True:
+            try:
+                wait = max(beat_at - time.monotonic(), 0.0)
+                item = await asyncio.wait_for(todo.get(), timeout=wait)
+            except TimeoutError:
+                item = ("beat", "")
+            if item is None:
+                return
+            op, thread_id = item
+            if op == "beat" or time.monotonic() >= beat_at:
+                with self._lock:
+                    threads = list(self._marked)
+                for marked in threads:
+                    with contextlib.suppress(Exception):
+                        await self.store.aacquire_lease(beat_name(marked), self.owner, BEAT_TTL)
+                beat_at = time.monotonic() + every
+            if op != "beat":
+                await self._aapply(op, thread_id)
+
+    async def _aapply(self, op: str, thread_id: str) -> None:
+        store, owner = self.store, self.owner
+        try:
+            if op == "mark":
+                await store.aacquire_lease(beat_name(thread_id), owner, BEAT_TTL)
+                await store.aacquire_lease(mark_name(thread_id), owner, MARK_TTL)
+            else:
+                await store.arelease_lease(mark_name(thread_id), owner)
+                await store.arelease_lease(beat_name(thread_id), owner)
+        except Exception:
+            if op == "mark":
+                with self._lock:
+                    self._marked.pop(thread_id, None)
+
+    async def aclose(self) -> None:
+        """Async twin of `close`: the marks' task ends, then every mark goes (on the loop)."""
+        tasks, self._tasks = self._tasks, None
+        if tasks is not None and tasks[0] is asyncio.get_running_loop() and not tasks[2].done():
+            tasks[1].put_nowait(None)
+            with contextlib.suppress(Exception):
+                await tasks[2]
+        if not self._workers:
+            with self._lock:
+                threads = list(self._marked)
+                self._marked.clear()
+            for thread_id in threads:
+                with contextlib.suppress(Exception):
+                    await self.store.arelease_lease(mark_name(thread_id), self.owner)
+                    await self.store.arelease_lease(beat_name(thread_id), self.owner)
+        self.close()
 
     def _work(self) -> None:
         every = BEAT_TTL / 3
@@ -214,8 +303,8 @@ def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
     if holder:
         return holder, not lease_owner_is_dead(holder)
     holder = writer_of(store, mark_name(thread_id))
-    if holder:
-        return holder, not lease_owner_is_dead(holder) and (
-            writer_of(store, beat_name(thread_id)) == holder
-        )
-    return "", False
+    if not holder:
+        return "", False
+    if lease_owner_is_local(holder):  # its pid tells
+        return holder, not lease_owner_is_dead(holder)
+    return holder, writer_of(store, beat_name(thread_id)) == holder

@@ -28,6 +28,7 @@ from ._copy import probe_args, refuse_sealed, sealed
 from ._core import SaverCore
 from ._lease import aclaim_for_delete, lease_name
 from ._rows import query_args
+from ._threads import next_nodes
 
 __all__ = ["RewindSaver"]
 
@@ -117,6 +118,8 @@ class RewindSaver(SaverCore):
     async def aclose(self) -> None:
         """Async twin of `close` (also closes this loop's async connections of the store)."""
         await self._aflush()
+        if self._writers is not None:
+            await self._writers.aclose()
         if self._owns_store or self._owns_inner:
             closing = getattr(self.store, "aclose_async", None)
             if closing is not None:
@@ -181,7 +184,10 @@ class RewindSaver(SaverCore):
         row, before, op = self._put_op(config, checkpoint, metadata, new_versions, mark=False)
         for held in before:
             self._writes_stored(await self.backend.aexecute(self._held_op(held)), held.thread_id)
-        return self._stored(row, await self.backend.aexecute(op))
+        stored = self._stored(row, await self.backend.aexecute(op))
+        if self._writers is not None:  # a task on the loop writes it: no thread is started
+            self._writers.amark(row.thread_id, finished=not row.cns and not next_nodes(checkpoint))
+        return stored
 
     async def aput_writes(
         self,

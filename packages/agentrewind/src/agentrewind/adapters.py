@@ -29,8 +29,8 @@ What an adapter does, and where it finds it:
 - **Leases**: `make_lease_owner()` names a writer for `Store.acquire_lease` /
   `renew_lease` / `release_lease` (and the `owner=` of fenced writes); `retire_lease_owner`
   marks it finished; `lease_owner_is_dead` tells whether an owner's process is gone (on
-  this host). A writer that lost its lease gets `LeaseLostError`; a run that vanished
-  from the store `DataLostError`.
+  this host; `lease_owner_is_local` whether it can tell). A writer that lost its lease gets
+  `LeaseLostError`; a run that vanished from the store `DataLostError`.
 - **Stores**: `Store` and `connect`; `SQLiteDatabase` and `apply_migrations`, the SQLite
   connection helper and migration runner an adapter shares with the core store when it keeps
   its own tables in the same file (as the LangGraph saver does).
@@ -94,7 +94,12 @@ from .serde import Codec, Serializer, register_codec
 from .serde.encryption import Encryption, Place, cache_place, place, step_place
 from .stores import MemoryStore, SQLiteStore, Store, connect, default_url
 from .stores.cache import CacheBackend, CacheEntry, CacheStats
-from .stores.leases import lease_owner_is_dead, make_lease_owner, retire_lease_owner
+from .stores.leases import (
+    lease_owner_is_dead,
+    lease_owner_is_local,
+    make_lease_owner,
+    retire_lease_owner,
+)
 from .stores.postgres import BytesArray as PostgresBytesArray
 from .stores.postgres import IntArray as PostgresIntArray
 from .stores.postgres import PgFlow as PostgresFlow
@@ -166,6 +171,7 @@ __all__ = [
     "default_url",
     "idempotency_key",
     "lease_owner_is_dead",
+    "lease_owner_is_local",
     "load_group",
     "make_lease_owner",
     "new_id",

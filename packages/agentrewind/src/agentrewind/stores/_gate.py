@@ -202,5 +202,25 @@ def _close(store: Any) -> None:
 
 
 def in_context(fn: Callable[[], T]) -> Callable[[], T]:
-    """`fn` run in a copy of the caller's context (a worker thread sees its admitted gate)."""
-    return functools.partial(contextvars.copy_context().run, fn)
+    """`fn` run in a copy of the caller's context (a worker thread sees its admitted gate).
+
+    The worker thread counts as a thread in flight while it runs: a `close()` called from
+    the admitting event loop's own thread waits for it (the thread can progress while that
+    loop is blocked), instead of releasing the connection under it.
+    """
+    ctx = contextvars.copy_context()
+
+    def run() -> T:
+        gate = ctx.get(_INSIDE)
+        if not isinstance(gate, Gate):
+            return ctx.run(fn)
+        with gate.cond:
+            if gate.closed and gate.deferred is None:
+                raise gate.refuse()  # admitted before close, started after it released
+            gate.threads += 1
+        try:
+            return ctx.run(fn)
+        finally:
+            gate.leave(None)
+
+    return run

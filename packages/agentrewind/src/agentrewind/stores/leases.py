@@ -33,6 +33,7 @@ __all__ = [
     "is_cancel_mark",
     "lease_is_live",
     "lease_owner_is_dead",
+    "lease_owner_is_local",
     "leased_error",
     "make_lease_owner",
     "retire_lease_owner",
@@ -53,6 +54,11 @@ def make_lease_owner() -> str:
 def retire_lease_owner(owner: str) -> None:
     """Mark `owner` finished: a lease it could not release is then free to this process."""
     _LIVE_OWNERS.discard(owner)
+
+
+def lease_owner_is_local(owner: str) -> bool:
+    """True when `owner` (`host:pid:token`) names a process on this host: its pid tells."""
+    return owner.partition(":")[0] == _HOST
 
 
 def lease_owner_is_dead(owner: str) -> bool:
