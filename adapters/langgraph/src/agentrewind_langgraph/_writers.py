@@ -96,9 +96,11 @@ _SQLITE_LEASE = "SELECT owner, expires_at FROM ar_leases WHERE ns = ? AND run_id
 class WriterMarks:
     """The marks one saver holds, by thread id; released by `close` or at interpreter exit.
 
-    Marks are written and removed by a background thread, off the checkpoint's path (a
-    thread's first checkpoint costs no extra store round trip); a process killed within
-    milliseconds of a thread's first checkpoint may leave it unmarked (`paused`).
+    Marks are written and removed off the checkpoint's path (a thread's first checkpoint
+    costs no extra store round trip): by a background thread for the sync API (`mark`), by a
+    task on the running loop for the async API (`amark`); a process killed within
+    milliseconds of a thread's first checkpoint may leave it unmarked (`paused`). Only the
+    background thread takes over a mark left by a writer that died on another host.
 
     Args:
         store: The store whose lease table holds the marks.
