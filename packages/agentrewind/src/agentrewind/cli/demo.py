@@ -83,7 +83,8 @@ def run_demo(store: Store, out: Any = print) -> None:
     out(f"    result: {result}")
     m = mw.metrics(run_id)
     out(
-        f"\nmetrics: {m.steps} steps recorded, {m.replay_hits} replayed, "
+        f"\nmetrics: {m.executions} executions, {m.steps} steps recorded (with "
+        f"{m.attempts} failed attempt kept beside its retry), {m.replay_hits} replayed, "
         f"{m.seconds_saved * 1000:.0f} ms saved, {m.failures} failure(s)"
     )
     _timeline_story(store, run_id, out)
