@@ -298,8 +298,8 @@ def _release(
 def thread_writer(store: Store, thread_id: str) -> tuple[str, bool]:
     """`(holder, live)` of the thread's lease, else of its writer mark; `('', False)`: none.
 
-    A mark's holder is live while its process exists (on this host) and its heartbeat is
-    renewed (a process on another host, whose pid cannot be checked, shows only by that).
+    A mark's holder on this host is live while its process exists (its pid tells); one on
+    another host, whose pid cannot be checked, while it renews its heartbeat.
     """
     holder = writer_of(store, lease_name(thread_id))
     if holder:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..documents.facts import leases, run_facts, step_counts
+from ..documents.facts import run_facts
 from ..records import RunInfo
 from ..stores import Store
 from ..stores.leases import lease_owner_is_dead
 
-__all__ = ["KINDS", "STATUSES", "RunView", "describe", "leases", "step_counts"]
+__all__ = ["KINDS", "STATUSES", "RunView", "describe"]
 
 KINDS = ("journal", "timeline", "fork", "import", "langgraph")
 """Kinds of run `runs --kind` filters on."""

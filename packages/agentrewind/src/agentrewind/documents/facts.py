@@ -15,7 +15,7 @@ from ..records import StepRecord
 from ..stores import Store
 from .document import DOC_KEY, DOC_KIND
 
-__all__ = ["Facts", "leases", "run_facts", "step_counts"]
+__all__ = ["Facts", "run_facts", "step_counts"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,8 +137,3 @@ def run_facts(store: Store, run_ids: list[str]) -> dict[str, Facts]:
 def step_counts(store: Store, run_ids: list[str]) -> dict[str, int]:
     """How many steps each run holds (the run document record not counted)."""
     return {r: f.steps for r, f in run_facts(store, run_ids).items()}
-
-
-def leases(store: Store, run_ids: list[str]) -> dict[str, tuple[str, float] | None]:
-    """`(owner, expires_at)` of each run's lease, None when no lease is held."""
-    return {r: f.lease for r, f in run_facts(store, run_ids).items()}

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import logging
 import threading
 import time
 from collections import deque
@@ -34,8 +33,6 @@ from .plain import astep_call, step_call
 from .totals import RunTotals
 
 __all__ = ["Call", "CallEvent", "IncompletePolicy", "Run"]
-
-log = logging.getLogger("agentrewind.journal")
 
 T = TypeVar("T")
 
@@ -178,7 +175,8 @@ class Run(RunTotals):
         wrote = False
         try:
             if not (self._lease_lost() or ending == "interrupted"):
-                wrote = self._write_end(failed)
+                self._write_end(failed)
+                wrote = True
         finally:
             self._drop_lease()
             self._ended(wrote)
@@ -196,7 +194,8 @@ class Run(RunTotals):
         wrote = False
         try:
             if not (self._lease_lost() or ending == "interrupted"):
-                wrote = await self._awrite_end(failed)
+                await self._awrite_end(failed)
+                wrote = True
         finally:
             await self._adrop_lease()
             await self._aended(wrote)

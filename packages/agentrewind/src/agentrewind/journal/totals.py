@@ -37,21 +37,19 @@ class RunTotals:
 
     def _emit(self, event: str, *args: Any) -> None: ...
 
-    def _write_end(self, failed: bool) -> bool:
+    def _write_end(self, failed: bool) -> None:
         """Write the run's status and the totals not written yet (its end)."""
         with final_write(failed):
             delta = self._unwritten()
             self.middleware.store.end_run(self.run_id, self.status, delta, owner=self.owner)
             self._wrote(delta)
-        return True
 
-    async def _awrite_end(self, failed: bool) -> bool:
+    async def _awrite_end(self, failed: bool) -> None:
         """Async twin of `_write_end`."""
         with final_write(failed):
             delta = self._unwritten()
             await self.middleware.store.aend_run(self.run_id, self.status, delta, owner=self.owner)
             self._wrote(delta)
-        return True
 
     def _ended(self, wrote: bool) -> None:
         """Tell the observers the run ended, with its totals when they were written."""

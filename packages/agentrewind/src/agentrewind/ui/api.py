@@ -88,10 +88,13 @@ def _view(store: Store, source: str, info: RunInfo) -> RunView:
     return _sources.source_view(source, info)
 
 
-def _run_json(store: Store, v: RunView) -> dict[str, Any]:
+def _run_json(store: Store, v: RunView, heads: dict[str, str] | None = None) -> dict[str, Any]:
+    """The run as the viewer lists it (`heads`: its branch heads, when read already)."""
     source, info = v.source, v.info
     kind = LANGGRAPH if source == "langgraph" else JOURNAL
-    if source == "agentrewind" and store.get_heads(info.run_id):
+    if heads is None and source == "agentrewind":
+        heads = store.get_heads(info.run_id)
+    if source == "agentrewind" and heads:
         kind = TIMELINE
     elif source not in ("agentrewind", "langgraph"):
         kind = source
@@ -210,8 +213,8 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any]:
         RunNotFoundError: No store or run source knows the run.
     """
     source, info, steps = _find(store, run_id)
-    run = _run_json(store, _view(store, source, info))
     heads = _heads(store, source, info.run_id)
+    run = _run_json(store, _view(store, source, info), heads)
     return {
         "run": run,
         "heads": heads,
